@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Installs everything the test bed, the tests and the demo need, into one cache folder whose
+# sub-folders are named after the versions they hold. Idempotent: a warm run checks stamps and exits
+# in seconds. Usage: CACHE=... testbed/bootstrap.sh   (the Makefile passes CACHE)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(dirname "$here")
+CACHE=${CACHE:?}
+set -a; source "$here/versions.env"; set +a
+mkdir -p "$CACHE/logs"
+
+step() { printf '>> %s\n' "$*"; }
+
+# --- Debian packages: Prometheus (and promtool), PostgreSQL, openssl for the test bed's certificates.
+apt_packages=(prometheus postgresql openssl)
+missing=()
+for p in "${apt_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  step "apt-get install ${missing[*]}"
+  # Keep package scripts from starting system services: the test bed starts its own copies on
+  # free ports and must leave nothing running.
+  policy=/usr/sbin/policy-rc.d
+  had_policy=0; [[ -e $policy ]] && had_policy=1
+  ((had_policy)) || { printf '#!/bin/sh\nexit 101\n' >"$policy"; chmod +x "$policy"; }
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >"$CACHE/logs/apt.log"
+  ((had_policy)) || rm -f "$policy"
+fi
+
+# --- Go builds run in the background: they take longest on a cold machine.
+kube_dir=$CACHE/kube-$KUBE_VERSION-kwok-$KWOK_VERSION
+go_pid=
+if [[ ! -f $kube_dir/.complete ]]; then
+  step "building Kubernetes $KUBE_VERSION, etcd and kwok $KWOK_VERSION (log: $CACHE/logs/kube-build.log)"
+  CACHE=$CACHE KUBE_VERSION=$KUBE_VERSION KWOK_VERSION=$KWOK_VERSION \
+    "$here/build-kube.sh" >"$CACHE/logs/kube-build.log" 2>&1 &
+  go_pid=$!
+fi
+
+# --- Python: one virtualenv per set of pinned requirements.
+py_key=$(python3 - "$repo/pyproject.toml" <<'PY'
+import hashlib, sys, tomllib, platform
+project = tomllib.load(open(sys.argv[1], "rb"))["project"]
+reqs = sorted(set(project["dependencies"]) | {r for extra in project["optional-dependencies"].values() for r in extra})
+print(platform.python_version() + "-" + hashlib.sha256("\n".join(reqs).encode()).hexdigest()[:12])
+print("\n".join(reqs), file=open(sys.argv[1] + ".reqs.tmp", "w"))
+PY
+)
+venv=$CACHE/venv-$py_key
+if [[ ! -f $venv/.complete ]]; then
+  step "python virtualenv $venv"
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q -r "$repo/pyproject.toml.reqs.tmp"
+  touch "$venv/.complete"
+fi
+rm -f "$repo/pyproject.toml.reqs.tmp"
+ln -sfn "$venv" "$CACHE/venv"
+
+# --- Java: the Kafka broker and Spark's Kafka connector, resolved by Maven from Maven Central.
+copy_jars() {  # copy_jars <pom folder> <output folder>
+  if [[ ! -f $2/.complete ]]; then
+    step "maven: $(basename "$1") -> $2"
+    rm -rf "$2"
+    (cd "$1" && mvn -q -B -Dmaven.repo.local="$CACHE/m2" dependency:copy-dependencies \
+      -DincludeScope=runtime -DoutputDirectory="$2") >"$CACHE/logs/maven-$(basename "$1").log" 2>&1 \
+      || { cat "$CACHE/logs/maven-$(basename "$1").log"; exit 1; }
+    touch "$2/.complete"
+  fi
+}
+copy_jars "$here/maven/kafka-broker" "$CACHE/jars/kafka-broker-$KAFKA_VERSION"
+copy_jars "$here/maven/spark-kafka" "$CACHE/jars/spark-kafka-$SPARK_VERSION"
+
+if [[ -n $go_pid ]]; then
+  if ! wait "$go_pid"; then
+    tail -n 40 "$CACHE/logs/kube-build.log"
+    echo "Kubernetes build failed; full log: $CACHE/logs/kube-build.log" >&2
+    exit 1
+  fi
+fi
+step "test bed installed under $CACHE"

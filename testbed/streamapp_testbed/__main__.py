@@ -1,0 +1,49 @@
+"""python -m streamapp_testbed up [--hold] [--parts kafka,postgres,...] | leftovers"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from contextlib import ExitStack
+
+from . import bed, leftovers
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m streamapp_testbed")
+    sub = parser.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="start the test bed, print where each part listens")
+    up.add_argument("--parts", default=",".join(bed.PARTS), help="comma-separated subset of " + ",".join(bed.PARTS))
+    up.add_argument("--hold", action="store_true", help="keep running until Ctrl-C / SIGTERM, then stop everything")
+    sub.add_parser("leftovers", help="list and kill test-bed processes still running; exit 1 if there were any")
+    args = parser.parse_args(argv)
+
+    if args.command == "leftovers":
+        found = leftovers.find()
+        for pid, cmdline in found:
+            print(f"left running: pid {pid}: {cmdline[:200]}", file=sys.stderr)
+        leftovers.end(found)
+        return 1 if found else 0
+
+    with ExitStack() as stack:
+        testbed = bed.start(stack, tuple(p for p in args.parts.split(",") if p))
+        width = max(map(len, testbed.endpoints()))
+        print("test bed is up:")
+        for name, where in testbed.endpoints().items():
+            print(f"  {name:<{width}}  {where}")
+        if args.hold:
+            stop = threading.Event()
+            signal.signal(signal.SIGTERM, lambda *_: stop.set())
+            print("press Ctrl-C to stop it", flush=True)
+            try:
+                stop.wait()
+            except KeyboardInterrupt:
+                pass
+        print("stopping the test bed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

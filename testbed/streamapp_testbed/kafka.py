@@ -1,0 +1,106 @@
+"""A real Apache Kafka broker in KRaft mode (combined broker + controller) on 127.0.0.1."""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from pathlib import Path
+
+from .paths import installed
+from .process import ManagedProcess, free_port, port_open, run
+
+LOG4J = """\
+log4j.rootLogger=INFO, stdout
+log4j.appender.stdout=org.apache.log4j.ConsoleAppender
+log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
+log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.kafka=INFO
+log4j.logger.org.apache.kafka=INFO
+log4j.logger.state.change.logger=WARN
+"""
+
+
+class KafkaBroker:
+    """One-node Kafka cluster. `bootstrap` is what clients connect to.
+
+    Auto-creation of topics stays on (Kafka's default) so that a producer in a demo just works;
+    tests that need a partition count create their topics explicitly.
+    """
+
+    def __init__(self, workdir: Path, java: str = "java", heap: str = "512m"):
+        self.workdir = workdir
+        self.java = shutil.which(java) or java
+        self.heap = heap
+        self.port = free_port()
+        self.controller_port = free_port()
+        self.proc: ManagedProcess | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def _classpath(self) -> str:
+        return str(installed().kafka_jars / "*")
+
+    def _write_config(self) -> Path:
+        data = self.workdir / "data"
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "log.dirs": str(data),
+            "num.partitions": "1",
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "4",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            "auto.create.topics.enable": "true",
+            # Small segments and fast compaction so that KTable tests see compaction happen.
+            "log.cleaner.backoff.ms": "1000",
+        }
+        path = self.workdir / "server.properties"
+        path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        (self.workdir / "log4j.properties").write_text(LOG4J)
+        return path
+
+    def _java(self, main: str, *args: str) -> list[str]:
+        return [
+            self.java,
+            f"-Xmx{self.heap}",
+            f"-Xms{self.heap}",
+            "-XX:+UseG1GC",
+            f"-Dlog4j.configuration=file:{self.workdir / 'log4j.properties'}",
+            "-Djava.awt.headless=true",
+            "-cp",
+            self._classpath(),
+            main,
+            *args,
+        ]
+
+    def start(self, timeout: float = 90) -> "KafkaBroker":
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        config = self._write_config()
+        cluster_id = uuid.uuid4().hex[:22]
+        run(self._java("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config), "--ignore-formatted"))
+        self.proc = ManagedProcess("kafka", self._java("kafka.Kafka", str(config)), self.workdir / "kafka.log").start()
+        self.proc.wait_until(self._ready, timeout, "a broker answering metadata requests")
+        return self
+
+    def _ready(self) -> bool:
+        if not port_open(self.port):
+            return False
+        from confluent_kafka.admin import AdminClient
+
+        metadata = AdminClient({"bootstrap.servers": self.bootstrap}).list_topics(timeout=2)
+        return bool(metadata.brokers)
+
+    def stop(self) -> None:
+        if self.proc:
+            self.proc.stop()
+            self.proc = None

@@ -1,0 +1,63 @@
+"""Where the test bed finds what bootstrap.sh installed, and which versions those are."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+TESTBED_DIR = Path(__file__).resolve().parent.parent
+REPO_DIR = TESTBED_DIR.parent
+
+
+@cache
+def versions() -> dict[str, str]:
+    """The KEY=VALUE pairs of testbed/versions.env (the Makefile reads the same file)."""
+    pairs = {}
+    for line in (TESTBED_DIR / "versions.env").read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            key, _, value = line.partition("=")
+            pairs[key.strip()] = value.strip()
+    return pairs
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("STREAMAPP_CACHE", Path.home() / ".cache" / "streamapp"))
+
+
+@dataclass(frozen=True)
+class Installed:
+    """Paths of the installed parts; each raises a clear error when bootstrap has not run."""
+
+    root: Path
+
+    def _need(self, path: Path) -> Path:
+        if not path.exists():
+            raise FileNotFoundError(f"{path} is missing: run `make deps` (testbed/bootstrap.sh) first")
+        return path
+
+    @property
+    def kube_bin(self) -> Path:
+        v = versions()
+        return self._need(self.root / f"kube-{v['KUBE_VERSION']}-kwok-{v['KWOK_VERSION']}" / "bin")
+
+    def kube_tool(self, name: str) -> Path:
+        return self._need(self.kube_bin / name)
+
+    @property
+    def kafka_jars(self) -> Path:
+        return self._need(self.root / "jars" / f"kafka-broker-{versions()['KAFKA_VERSION']}")
+
+    @property
+    def spark_kafka_jars(self) -> Path:
+        return self._need(self.root / "jars" / f"spark-kafka-{versions()['SPARK_VERSION']}")
+
+    def spark_jars_conf(self) -> str:
+        """The value for `spark.jars`: the connector and its dependencies, comma-separated."""
+        return ",".join(str(p) for p in sorted(self.spark_kafka_jars.glob("*.jar")))
+
+
+def installed() -> Installed:
+    return Installed(cache_dir())

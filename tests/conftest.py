@@ -1,0 +1,95 @@
+"""Session-wide test bed: each part starts once, on first use, and is stopped at the end.
+
+A part that fails to start fails the tests that need it (StartupError with the part's log); nothing
+is skipped. Every fixture binds to 127.0.0.1 and the Kubernetes fixtures only ever hand out the test
+bed's own kubeconfig.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from streamapp_testbed.kafka import KafkaBroker
+from streamapp_testbed.kube import ControlPlane, assert_testbed_kubeconfig
+from streamapp_testbed.kwok import Kwok
+from streamapp_testbed.postgres import Postgres
+from streamapp_testbed.prometheus import Prometheus
+
+
+@pytest.fixture(scope="session")
+def kafka(tmp_path_factory) -> Iterator[KafkaBroker]:
+    broker = KafkaBroker(tmp_path_factory.mktemp("kafka"))
+    try:
+        yield broker.start()
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory) -> Iterator[ControlPlane]:
+    cp = ControlPlane(tmp_path_factory.mktemp("kube"))
+    try:
+        cp.start()
+        assert_testbed_kubeconfig(cp.kubeconfig)
+        # Anything a test starts (kubectl, the kubernetes client, the operator) sees only this one.
+        previous = os.environ.get("KUBECONFIG")
+        os.environ["KUBECONFIG"] = str(cp.kubeconfig)
+        yield cp
+    finally:
+        cp.stop()
+        if "previous" in locals():
+            if previous is None:
+                os.environ.pop("KUBECONFIG", None)
+            else:
+                os.environ["KUBECONFIG"] = previous
+
+
+@pytest.fixture(scope="session")
+def kwok(control_plane, tmp_path_factory) -> Iterator[Kwok]:
+    nodes = Kwok(control_plane, tmp_path_factory.mktemp("kwok"))
+    try:
+        yield nodes.start()
+    finally:
+        nodes.stop()
+
+
+@pytest.fixture(scope="session")
+def prometheus(tmp_path_factory) -> Iterator[Prometheus]:
+    prom = Prometheus(tmp_path_factory.mktemp("prometheus"))
+    try:
+        yield prom.start()
+    finally:
+        prom.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres(tmp_path_factory) -> Iterator[Postgres]:
+    pg = Postgres(tmp_path_factory.mktemp("postgres"))
+    try:
+        yield pg.start()
+    finally:
+        pg.stop()
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory):
+    from streamapp_testbed.spark import local_session
+
+    session = local_session(tmp_path_factory.mktemp("spark"))
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+LEVELS = {"unit", "integration", "e2e"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test says which level of the pyramid it is on, so `-m unit` really means no test bed."""
+    unmarked = [item.nodeid for item in items if not LEVELS & {m.name for m in item.iter_markers()}]
+    if unmarked:
+        raise pytest.UsageError("tests without a unit/integration/e2e marker:\n  " + "\n  ".join(unmarked))
