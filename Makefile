@@ -10,8 +10,10 @@ PYTHON := $(VENV)/bin/python
 # The import packages live in the top-level folders under their own names (see README).
 export PYTHONPATH := $(CURDIR)/crds:$(CURDIR)/operator:$(CURDIR)/apps:$(CURDIR)/testbed
 PYTEST_ARGS ?=
+# Every process a run starts inherits this id; `leftovers` finds exactly those still running.
+export STREAMAPP_TESTBED_RUN ?= $(shell date +%s%N)
 
-.PHONY: help deps test unit integration demo testbed-up crds leftovers
+.PHONY: help deps test unit integration demo testbed-up crds
 
 help:
 	@echo "make test        install what is missing, start the test bed, run every test, stop everything"
@@ -45,5 +47,3 @@ testbed-up: deps
 crds: deps
 	$(PYTHON) -m streamapp_api.crd > crds/streamapp.io_streamapps.yaml
 
-leftovers:
-	$(PYTHON) -m streamapp_testbed leftovers

@@ -26,6 +26,8 @@ cd "$work"
 export GOFLAGS=-mod=mod
 export GOTOOLCHAIN=local
 export CGO_ENABLED=0
+# Go keeps its module and build caches inside ours, so one folder holds every heavy artefact.
+export GOMODCACHE=$CACHE/go/mod GOCACHE=$CACHE/go/build
 
 echo ">> resolving k8s.io/kubernetes@$KUBE_VERSION"
 rm -f go.mod go.sum
@@ -77,5 +79,5 @@ if [[ ! -x $out/bin/kwok ]]; then
 fi
 
 "$out/bin/kube-apiserver" --version
-"$out/bin/etcd" --version | head -1
+"$out/bin/etcd" --version | sed -n 1p
 touch "$stamp"

@@ -76,13 +76,13 @@ def postgres(tmp_path_factory) -> Iterator[Postgres]:
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
-    from streamapp_testbed.spark import local_session
+    from streamapp_testbed.spark import local_session, stop_session
 
     session = local_session(tmp_path_factory.mktemp("spark"))
     try:
         yield session
     finally:
-        session.stop()
+        stop_session(session)
 
 
 LEVELS = {"unit", "integration", "e2e"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
@@ -17,11 +18,14 @@ def main(argv: list[str] | None = None) -> int:
     up = sub.add_parser("up", help="start the test bed, print where each part listens")
     up.add_argument("--parts", default=",".join(bed.PARTS), help="comma-separated subset of " + ",".join(bed.PARTS))
     up.add_argument("--hold", action="store_true", help="keep running until Ctrl-C / SIGTERM, then stop everything")
-    sub.add_parser("leftovers", help="list and kill test-bed processes still running; exit 1 if there were any")
+    left = sub.add_parser("leftovers", help="list and kill a run's processes still running; exit 1 if there were any")
+    left.add_argument("--run", default=os.environ.get(leftovers.RUN_VARIABLE), help="the run id (default: $%s)" % leftovers.RUN_VARIABLE)
     args = parser.parse_args(argv)
 
     if args.command == "leftovers":
-        found = leftovers.find()
+        if not args.run:
+            parser.error(f"leftovers needs --run or ${leftovers.RUN_VARIABLE}")
+        found = leftovers.find_after_grace(args.run)
         for pid, cmdline in found:
             print(f"left running: pid {pid}: {cmdline[:200]}", file=sys.stderr)
         leftovers.end(found)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -46,7 +47,9 @@ def start(stack: ExitStack, parts: tuple[str, ...] = PARTS, workdir: Path | None
     unknown = set(parts) - set(PARTS)
     if unknown:
         raise ValueError(f"unknown test bed parts {sorted(unknown)}; known: {', '.join(PARTS)}")
-    workdir = workdir or Path(tempfile.mkdtemp(prefix="streamapp-testbed-"))
+    if workdir is None:
+        workdir = Path(tempfile.mkdtemp(prefix="streamapp-testbed-"))
+        stack.callback(shutil.rmtree, workdir, True)  # registered first, so it runs after every stop
     bed = TestBed(workdir)
     if "kafka" in parts:
         bed.kafka = KafkaBroker(workdir / "kafka")

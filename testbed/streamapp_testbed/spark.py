@@ -25,3 +25,22 @@ def local_session(workdir: Path, app_name: str = "streamapp-testbed", cores: int
         .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={workdir}")
         .getOrCreate()
     )
+
+
+def stop_session(session) -> None:
+    """Stop Spark and its JVM now, rather than whenever the Python process exits."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    session.stop()
+    if gateway is not None:
+        gateway.shutdown()
+        proc = getattr(gateway, "proc", None)
+        if proc is not None:
+            proc.stdin.close()  # the JVM exits when its parent's pipe closes
+            try:
+                proc.wait(timeout=15)
+            except Exception:
+                proc.kill()
+        SparkContext._gateway = None
+        SparkContext._jvm = None
