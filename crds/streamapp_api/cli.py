@@ -1,0 +1,69 @@
+"""The ``streamapp`` command: a small dispatcher over subcommands that live in different packages.
+
+Each subcommand is a module exposing ``configure(parser)`` and ``run(args) -> int``. Modules are
+imported only when their subcommand runs, so ``streamapp validate`` never imports pyspark or kopf.
+Other packages add their commands to ``COMMANDS`` (e.g. ``run`` from ``streamapp_runtime.cli``) or
+call :func:`register`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Command:
+    module: str
+    help: str
+
+
+COMMANDS: dict[str, Command] = {
+    "validate": Command("streamapp_api.validate_cli", "check StreamApp manifests (schema and semantics)"),
+    "crd": Command("streamapp_api.crd_cli", "print the StreamApp CustomResourceDefinition"),
+}
+
+
+def register(name: str, module: str, help: str) -> None:
+    """Add a subcommand implemented by ``module`` (``configure(parser)`` and ``run(args)``)."""
+    COMMANDS[name] = Command(module, help)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="streamapp",
+        description="Kafka Streams-style pipelines on Spark Structured Streaming.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, command in COMMANDS.items():
+        sub.add_parser(name, help=command.help, add_help=False)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0].startswith("-") or argv[0] not in COMMANDS:
+        parser = _parser()
+        if argv and not argv[0].startswith("-"):
+            parser.print_usage(sys.stderr)
+            print(f"streamapp: unknown command {argv[0]!r}; commands: {', '.join(COMMANDS)}", file=sys.stderr)
+            return 2
+        parser.parse_args(argv)  # --help exits here
+        parser.print_help(sys.stderr)
+        return 2
+    name, rest = argv[0], argv[1:]
+    command = COMMANDS[name]
+    try:
+        module = importlib.import_module(command.module)
+    except ImportError as exc:
+        print(f"streamapp {name}: not available in this installation ({exc})", file=sys.stderr)
+        return 2
+    parser = argparse.ArgumentParser(prog=f"streamapp {name}", description=command.help)
+    module.configure(parser)
+    return int(module.run(parser.parse_args(rest)) or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

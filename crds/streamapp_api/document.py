@@ -1,0 +1,36 @@
+"""Turn a manifest (a mapping, as read from YAML or received from the API server) into a checked StreamApp."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from .errors import InvalidSpec, Issue, issues_from_validation_error
+from .semantic import check
+from .spec import StreamApp
+
+
+def parse(document: Any) -> tuple[StreamApp | None, list[Issue]]:
+    """The model (None when the shape is wrong) and every finding, errors and warnings."""
+    if not isinstance(document, dict):
+        return None, [Issue("(document)", f"a StreamApp manifest is a mapping, got {type(document).__name__}")]
+    try:
+        app = StreamApp.model_validate(document)
+    except ValidationError as exc:
+        return None, issues_from_validation_error(exc, StreamApp)
+    return app, check(app)
+
+
+def validate(document: Any) -> list[Issue]:
+    """Every finding about one manifest; an empty list means valid without warnings."""
+    return parse(document)[1]
+
+
+def load(document: Any) -> StreamApp:
+    """The checked StreamApp, or InvalidSpec carrying the errors (warnings are not errors)."""
+    app, issues = parse(document)
+    errors = [i for i in issues if i.severity == "error"]
+    if app is None or errors:
+        raise InvalidSpec(errors)
+    return app

@@ -1,0 +1,142 @@
+"""Validation findings with exact field paths, and pydantic errors translated into them."""
+
+from __future__ import annotations
+
+import re
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ValidationError
+
+from .base import COLUMN_HELP, COLUMN_PATTERN, K8S_NAME_PATTERN, NAME_HELP, NAME_PATTERN, TOPIC_HELP, TOPIC_PATTERN
+from .durations import (
+    DURATION_HELP,
+    DURATION_PATTERN,
+    QUANTITY_HELP,
+    QUANTITY_PATTERN,
+    SPARK_MEMORY_HELP,
+    SPARK_MEMORY_PATTERN,
+)
+from .steps import ACCUMULATE_FUNCTIONS, ACCUMULATE_PATTERN
+
+Loc = tuple[str | int, ...]
+_PATTERN_HELP = {
+    DURATION_PATTERN: DURATION_HELP,
+    QUANTITY_PATTERN: QUANTITY_HELP,
+    SPARK_MEMORY_PATTERN: SPARK_MEMORY_HELP,
+    NAME_PATTERN: NAME_HELP,
+    COLUMN_PATTERN: COLUMN_HELP,
+    TOPIC_PATTERN: TOPIC_HELP,
+    K8S_NAME_PATTERN: "a Kubernetes object name: lowercase letters, digits, '-' and '.'",
+    ACCUMULATE_PATTERN: "one of " + ", ".join(f"{f}(expr)" for f in ACCUMULATE_FUNCTIONS),
+}
+
+
+@dataclass(frozen=True, order=True)
+class Issue:
+    """One finding: where (a field path such as spec.streams[0].steps[2].window.advance) and what."""
+
+    path: str
+    message: str
+    severity: Literal["error", "warning"] = "error"
+
+    def __str__(self) -> str:
+        prefix = "" if self.severity == "error" else "warning: "
+        return f"{prefix}{self.path}: {self.message}"
+
+
+class InvalidSpec(ValueError):
+    """A StreamApp that the model or the semantic checks refuse."""
+
+    def __init__(self, issues: list[Issue]):
+        self.issues = [i for i in issues if i.severity == "error"]
+        super().__init__("; ".join(str(i) for i in self.issues) or "invalid StreamApp")
+
+
+def format_path(loc: Loc) -> str:
+    """('spec', 'streams', 0, 'steps', 2, 'window', 'advance') -> 'spec.streams[0].steps[2].window.advance'."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(part)):
+            out += f".{part}" if out else str(part)
+        else:
+            out += f"[{part}]"
+    return out
+
+
+def _unwrap(annotation: Any) -> list[Any]:
+    """The non-None members of an annotation (Optional[X] -> [X])."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return [a for arg in typing.get_args(annotation) if arg is not type(None) for a in _unwrap(arg)]
+    if origin is typing.Annotated:
+        return _unwrap(typing.get_args(annotation)[0])
+    return [annotation]
+
+
+def model_at(root: type[BaseModel], loc: Loc) -> type[BaseModel] | None:
+    """The model class describing the object at ``loc`` (used to list allowed field names)."""
+    current: Any = root
+    for part in loc:
+        candidates = _unwrap(current)
+        current = None
+        for candidate in candidates:
+            origin = typing.get_origin(candidate)
+            if isinstance(part, int) and origin is list:
+                current = typing.get_args(candidate)[0]
+            elif isinstance(part, str) and origin is dict:
+                current = typing.get_args(candidate)[1]
+            elif isinstance(part, str) and isinstance(candidate, type) and issubclass(candidate, BaseModel):
+                for name, field in candidate.model_fields.items():
+                    if (field.alias or name) == part:
+                        current = field.annotation
+        if current is None:
+            return None
+    for candidate in _unwrap(current):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return candidate
+    return None
+
+
+def allowed_fields(model: type[BaseModel]) -> list[str]:
+    return [field.alias or name for name, field in model.model_fields.items()]
+
+
+def _describe(error: dict, root: type[BaseModel]) -> str:
+    kind = error["type"]
+    ctx = error.get("ctx") or {}
+    value = error.get("input")
+    loc = tuple(error["loc"])
+    if kind == "extra_forbidden":
+        parent = model_at(root, loc[:-1])
+        allowed = ", ".join(allowed_fields(parent)) if parent else "see kubectl explain streamapp"
+        return f"unknown field {loc[-1]!r}; allowed fields here: {allowed}"
+    if kind == "missing":
+        return "required field is missing"
+    if kind == "string_pattern_mismatch":
+        pattern = ctx.get("pattern", "")
+        help_text = _PATTERN_HELP.get(pattern, f"a string matching {pattern}")
+        return f"{value!r} is not allowed here: use {help_text}"
+    if kind == "literal_error":
+        return f"{value!r} is not allowed; use one of {ctx.get('expected')}"
+    if kind in ("string_type", "int_type", "bool_type", "dict_type", "list_type", "model_type",
+                "float_type", "int_parsing", "bool_parsing", "model_attributes_type"):
+        expected = {"string_type": "a string", "int_type": "an integer", "int_parsing": "an integer",
+                    "bool_type": "true or false", "bool_parsing": "true or false", "float_type": "a number",
+                    "dict_type": "a mapping", "model_type": "a mapping", "model_attributes_type": "a mapping",
+                    "list_type": "a list"}[kind]
+        return f"expected {expected}, got {type(value).__name__} {value!r}"
+    return f"{error['msg']} (got {value!r})" if value is not None and not isinstance(value, dict | list) else error["msg"]
+
+
+def issues_from_validation_error(exc: ValidationError, root: type[BaseModel]) -> list[Issue]:
+    """Translate pydantic's errors into Issues whose paths use the manifest's field names."""
+    issues = []
+    for error in exc.errors(include_url=False):
+        loc = tuple(error["loc"])
+        issues.append(Issue(format_path(loc), _describe(error, root)))
+    return sorted(set(issues), key=issues.index)

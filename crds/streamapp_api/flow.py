@@ -1,0 +1,174 @@
+"""Follow a stream's steps: which columns exist, which column is the event time, whether it has a watermark.
+
+Columns are tracked by name only and only while they are determinable; after an ``sql`` step they are
+unknown and column checks stop (they never guess).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from .errors import Issue
+from .sources import Source, Table
+
+if TYPE_CHECKING:
+    from .semantic import Lineage
+    from .spec import Stream
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ALIAS = re.compile(r"\s+as\s+`?([A-Za-z_][A-Za-z0-9_]*)`?\s*$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Flow:
+    """What is known about the rows of a source or stream."""
+
+    columns: frozenset[str] | None  # None: unknown (after sql)
+    event_time: str | None  # None: no usable event-time column
+    watermark: bool
+    group_columns: tuple[str, ...] | None = None  # set when the last stateful step was an aggregate
+    emit: str | None = None
+
+    @classmethod
+    def of_source(cls, source: Source) -> "Flow":
+        return cls(frozenset(source.columns()), source.event_time_column, source.watermark is not None)
+
+    def missing(self, column: str, name: str) -> str:
+        shown = sorted(c for c in self.columns or () if not c.startswith("_"))
+        return f"column {column!r} does not exist in {name!r}; its columns are: {', '.join(shown)} (and _key, _timestamp)"
+
+    def has(self, column: str) -> bool:
+        return self.columns is None or column in self.columns
+
+
+def select_names(items: list[str]) -> tuple[list[str | None], bool]:
+    """Output names of select items (None where not determinable) and whether '*' was used."""
+    names: list[str | None] = []
+    star = False
+    for item in items:
+        text = item.strip()
+        if text == "*":
+            star = True
+        elif _IDENT.match(text):
+            names.append(text)
+        else:
+            match = _ALIAS.search(text)
+            names.append(match.group(1) if match else None)
+    return names, star
+
+
+def _merge_columns(left: frozenset[str] | None, right: set[str] | frozenset[str] | None,
+                   prefix: str, keep: tuple[str, ...] = ()) -> frozenset[str] | None:
+    if left is None or right is None:
+        return None
+    out = set(left)
+    for column in right:
+        if column in keep or column.startswith("_"):
+            continue
+        out.add(f"{prefix}_{column}" if column in left else column)
+    return frozenset(out)
+
+
+def walk_steps(stream: "Stream", base: str, flows: dict[str, Flow], lineages: dict[str, "Lineage"],
+               tables: dict[str, Table], lineage: "Lineage") -> tuple[Flow, "Lineage", list[Issue]]:
+    from .semantic import Lineage
+
+    issues: list[Issue] = []
+    flow = replace(flows[stream.from_], group_columns=None, emit=None)
+    steps = stream.steps
+    for j, step in enumerate(steps):
+        path = f"{base}.steps[{j}]"
+        kind, value = step.kind, step.value
+
+        def need(column: str, where: str) -> None:
+            if not flow.has(column):
+                issues.append(Issue(where, flow.missing(column, stream.name)))
+
+        if kind == "select":
+            names, star = select_names(value)
+            for k, name in enumerate(names):
+                if name is None:
+                    issues.append(Issue(f"{path}.select[{k}]", f"{value[k]!r} needs a name: write 'expression AS name'"))
+                elif _IDENT.match(value[k].strip()):
+                    need(name, f"{path}.select[{k}]")
+            metadata = {c for c in flow.columns or () if c.startswith("_")}  # key and timestamp travel along
+            if any(n is None for n in names) or (star and flow.columns is None):
+                columns = None
+            else:
+                columns = frozenset(set(names) | metadata | (set(flow.columns or ()) if star else set()))
+            kept = [item.strip() for item in value]
+            keeps_time = star or (flow.event_time or "").startswith("_") or flow.event_time in kept
+            flow = replace(flow, columns=columns, event_time=flow.event_time if keeps_time else None,
+                           watermark=flow.watermark and keeps_time, group_columns=None)
+        elif kind == "withColumns":
+            replaced_time = flow.event_time in value
+            columns = None if flow.columns is None else flow.columns | set(value)
+            flow = replace(flow, columns=columns, event_time=None if replaced_time else flow.event_time,
+                           watermark=flow.watermark and not replaced_time)
+        elif kind == "explode":
+            need(value.column, f"{path}.explode.column")
+            if flow.columns is not None and value.as_:
+                flow = replace(flow, columns=flow.columns | {value.as_})
+        elif kind == "keyBy":
+            pass  # sets _key, which every row already carries
+        elif kind == "join":
+            if value.table is not None:
+                table = tables.get(value.table)
+                need(value.key or "_key", f"{path}.join.key")
+                if table is not None:
+                    flow = replace(flow, columns=_merge_columns(flow.columns, table.value_columns(), table.name))
+            else:
+                other = flows.get(value.stream)
+                if other is None:
+                    continue
+                for k, column in enumerate(value.using or []):
+                    need(column, f"{path}.join.using[{k}]")
+                    if not other.has(column):
+                        issues.append(Issue(f"{path}.join.using[{k}]", other.missing(column, value.stream)))
+                for side, side_flow in ((stream.name, flow), (value.stream, other)):
+                    if not side_flow.watermark and side_flow.columns is not None:
+                        issues.append(Issue(f"{path}.join.stream", f"a stream-stream join needs a watermark on both "
+                                            f"sides; {side!r} has none (set watermark on its source)"))
+                lineage = lineage.merge(lineages.get(value.stream, Lineage()))
+                lineage = lineage.merge(Lineage(stream_joins=(f"{path}.join",)))
+                flow = replace(flow, columns=_merge_columns(flow.columns, other.columns, value.stream, tuple(value.using or ())),
+                               watermark=flow.watermark and other.watermark, group_columns=None)
+        elif kind == "window":
+            following = steps[j + 1].aggregate if j + 1 < len(steps) else None
+            if following is None:
+                issues.append(Issue(f"{path}.window", "a window must be followed directly by an aggregate step"))
+            if flow.event_time is None and flow.columns is not None:
+                issues.append(Issue(f"{path}.window", "no event-time column left (an earlier select or withColumns "
+                                    "replaced it); keep it so windows can use it"))
+        elif kind == "aggregate":
+            window = steps[j - 1].window if j > 0 else None
+            for k, column in enumerate(value.group_by):
+                need(column, f"{path}.aggregate.groupBy[{k}]")
+            if window is not None and window.type == "session" and not value.group_by:
+                issues.append(Issue(f"{path}.aggregate.groupBy", "a session window needs at least one groupBy "
+                                    "column (sessions are per key)"))
+            columns = set(value.group_by) | set(value.columns)
+            if window is not None:
+                columns |= {"window_start", "window_end"}
+            lineage = lineage.merge(Lineage(aggregations=((f"{path}.aggregate", window is not None,
+                                                           window is not None and flow.watermark),)))
+            flow = Flow(frozenset(columns), "window_end" if window is not None else None,
+                        window is not None and flow.watermark,
+                        tuple((["window_start"] if window is not None else []) + list(value.group_by)))
+        elif kind == "accumulate":
+            for k, column in enumerate(value.key):
+                need(column, f"{path}.accumulate.key[{k}]")
+            lineage = lineage.merge(Lineage(accumulates=(f"{path}.accumulate",)))
+            columns = None if flow.columns is None else flow.columns | set(value.columns)
+            flow = replace(flow, columns=columns, group_columns=None)
+        elif kind == "dedupe":
+            for k, column in enumerate(value.keys):
+                need(column, f"{path}.dedupe.keys[{k}]")
+            if not flow.watermark and flow.columns is not None:
+                issues.append(Issue(f"{path}.dedupe", "dedupe needs a watermark on the stream's event time "
+                                    "(set watermark on the source) so old keys can be forgotten"))
+        elif kind == "sql":
+            flow = Flow(None, flow.event_time, flow.watermark)  # Spark keeps the watermark through SQL
+    return flow, lineage, issues

@@ -1,0 +1,208 @@
+"""Checks within one object: the Python twins of the CRD's CEL rules, plus settings checks.
+
+Pure functions over the models; each returns Issues naming the exact field. ``streamapp validate``
+runs them so it refuses everything the API server refuses (and more).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterator
+
+from .base import COLUMN_HELP, COLUMN_PATTERN
+from .durations import parse_duration
+from .errors import Issue
+from .sources import SCHEMA_TYPE_HELP, SPARK_MANAGED_KAFKA_OPTIONS, Source, SparkTypeError, Table, parse_spark_type
+from .spec import APP_NAME_HELP, APP_NAME_PATTERN, StreamApp
+from .steps import STEP_KEYS, Join, Step, Window
+
+SPARK_MANAGED_CONF = (
+    "spark.master", "spark.app.name", "spark.submit.deployMode",
+    "spark.executor.instances", "spark.executor.cores", "spark.executor.memory", "spark.executor.memoryOverhead",
+    "spark.driver.cores", "spark.driver.memory", "spark.driver.memoryOverhead",
+    "spark.sql.shuffle.partitions", "spark.sql.streaming.checkpointLocation",
+    "spark.sql.streaming.stateStore.providerClass",
+    "spark.kubernetes.namespace", "spark.kubernetes.container.image",
+)
+_MANAGED_PREFIXES = ("spark.dynamicAllocation.",)
+_MANAGED_HINT = {
+    "spark.sql.shuffle.partitions": "use spec.shufflePartitions",
+    "spark.executor.instances": "use spec.executors or spec.scaling",
+    "spark.executor.cores": "use spec.executor.cores",
+    "spark.executor.memory": "use spec.executor.memory",
+    "spark.driver.cores": "use spec.driver.cores",
+    "spark.driver.memory": "use spec.driver.memory",
+    "spark.kubernetes.container.image": "use spec.image",
+    "spark.sql.streaming.stateStore.providerClass": "use spec.state.store",
+}
+
+
+def _columns_ok(mapping: dict | None, path: str) -> Iterator[Issue]:
+    for key in mapping or {}:
+        if not re.match(COLUMN_PATTERN, key):
+            yield Issue(f"{path}[{key}]", f"{key!r} is not a column name: use {COLUMN_HELP}")
+
+
+def check_source(source: Source | Table, path: str) -> Iterator[Issue]:
+    if isinstance(source, Source) and (source.topic is None) == (source.topics is None):
+        yield Issue(f"{path}.topic", "set exactly one of topic or topics")
+    if source.format == "json" and source.schema_ is None:
+        yield Issue(f"{path}.schema", "format json needs a schema (column name -> Spark SQL type)")
+    if source.format == "string" and source.schema_ is not None:
+        yield Issue(f"{path}.schema", "format string has the single column 'value'; remove schema")
+    yield from _columns_ok(source.schema_, f"{path}.schema")
+    for column, type_text in (source.schema_ or {}).items():
+        try:
+            parse_spark_type(type_text)
+        except SparkTypeError as exc:
+            yield Issue(f"{path}.schema.{column}", f"{type_text!r} is not a Spark SQL type ({exc}); use {SCHEMA_TYPE_HELP}")
+    if isinstance(source, Source) and source.event_time is not None:
+        columns = source.columns()
+        declared = (source.schema_ or {}).get(source.event_time)
+        if source.event_time not in columns:
+            yield Issue(f"{path}.eventTime", f"column {source.event_time!r} is not in the schema; "
+                        f"use a timestamp column of the schema or omit it for the record timestamp")
+        elif declared is not None and declared.strip().lower() not in ("timestamp", "timestamp_ntz"):
+            yield Issue(f"{path}.eventTime", f"column {source.event_time!r} has type {declared!r}; "
+                        "the event time must be a timestamp")
+    if isinstance(source, Table) and source.key not in source.columns():
+        yield Issue(f"{path}.key", f"column {source.key!r} is not in the table's schema; "
+                    "use a schema column or _key (the record key)")
+
+
+def check_window(window: Window, path: str) -> Iterator[Issue]:
+    if window.type == "tumbling":
+        if window.size is None:
+            yield Issue(f"{path}.size", "a tumbling window needs size")
+        for extra in ("advance", "gap"):
+            if getattr(window, extra) is not None:
+                yield Issue(f"{path}.{extra}", f"a tumbling window takes size only; remove {extra}")
+    elif window.type == "hopping":
+        if window.size is None:
+            yield Issue(f"{path}.size", "a hopping window needs size")
+        if window.advance is None:
+            yield Issue(f"{path}.advance", "a hopping window needs advance (how often a window starts)")
+        if window.gap is not None:
+            yield Issue(f"{path}.gap", "a hopping window takes size and advance; remove gap")
+    else:
+        if window.gap is None:
+            yield Issue(f"{path}.gap", "a session window needs gap")
+        for extra in ("size", "advance"):
+            if getattr(window, extra) is not None:
+                yield Issue(f"{path}.{extra}", f"a session window takes gap only; remove {extra}")
+    if window.size and window.advance and parse_duration(window.advance) > parse_duration(window.size):
+        yield Issue(f"{path}.advance", f"advance {window.advance} is longer than size {window.size}; "
+                    "advance must be at most size (windows would leave gaps)")
+
+
+def check_join(join: Join, path: str) -> Iterator[Issue]:
+    if (join.table is None) == (join.stream is None):
+        yield Issue(f"{path}", "set exactly one of table or stream")
+        return
+    if join.stream is not None:
+        if join.within is None:
+            yield Issue(f"{path}.within", "a stream join needs within (the time bound between the two records)")
+        if join.using is None:
+            yield Issue(f"{path}.using", "a stream join needs using (columns equal on both sides)")
+        if join.key is not None:
+            yield Issue(f"{path}.key", "key is only for table joins; a stream join matches the columns listed in using")
+    else:
+        if join.within is not None:
+            yield Issue(f"{path}.within", "within is only for stream joins; a table join sees the table's current value")
+        if join.using is not None:
+            yield Issue(f"{path}.using", "using is only for stream joins; a table join looks up key (default _key)")
+
+
+def check_step(step: Step, path: str) -> Iterator[Issue]:
+    keys = step.set_keys()
+    if len(keys) != 1:
+        what = "no key" if not keys else "keys " + ", ".join(keys)
+        yield Issue(path, f"a step has exactly one key, this one has {what}; use one of {', '.join(STEP_KEYS)}")
+        return
+    kind, value = step.kind, step.value
+    if kind == "window":
+        yield from check_window(value, f"{path}.window")
+    elif kind == "join":
+        yield from check_join(value, f"{path}.join")
+    elif kind == "withColumns":
+        yield from _columns_ok(value, f"{path}.withColumns")
+    elif kind in ("aggregate", "accumulate"):
+        yield from _columns_ok(value.columns, f"{path}.{kind}.columns")
+    elif kind == "sql" and not re.search(r"\binput\b", value, re.IGNORECASE):
+        yield Issue(f"{path}.sql", "the query must read the step's input as the table 'input' (... FROM input ...)")
+
+
+def check_settings(app: StreamApp) -> Iterator[Issue]:
+    spec = app.spec
+    if not re.match(APP_NAME_PATTERN, app.metadata.name):
+        yield Issue("metadata.name", f"{app.metadata.name!r}: must be {APP_NAME_HELP}")
+    scaling = spec.scaling
+    if scaling.max_executors is not None and scaling.min_executors > scaling.max_executors:
+        yield Issue("spec.scaling.minExecutors", f"minExecutors {scaling.min_executors} exceeds "
+                    f"maxExecutors {scaling.max_executors}; minExecutors must not exceed maxExecutors")
+    if spec.executors is not None:
+        high = scaling.max_executors
+        if spec.executors < scaling.min_executors or (high is not None and spec.executors > high):
+            yield Issue("spec.executors", f"executors {spec.executors} must lie within scaling.minExecutors "
+                        f"({scaling.min_executors}) and scaling.maxExecutors ({high or 'unbounded'}) "
+                        "(use suspend to stop the app)")
+    policy = spec.restart_policy
+    if parse_duration(policy.backoff) > parse_duration(policy.max_backoff):
+        yield Issue("spec.restartPolicy.backoff", f"backoff {policy.backoff} exceeds maxBackoff "
+                    f"{policy.max_backoff}; backoff must not exceed maxBackoff")
+    for key in spec.kafka.options or {}:
+        if key in SPARK_MANAGED_KAFKA_OPTIONS or key.startswith("kafka."):
+            yield Issue(f"spec.kafka.options[{key}]", f"{key!r} is managed by Spark or the operator and "
+                        "cannot be set; options are plain Kafka client settings without the 'kafka.' prefix")
+    for key in spec.spark_conf or {}:
+        path = f"spec.sparkConf[{key}]"
+        if not key.startswith("spark."):
+            yield Issue(path, f"{key!r} is not a Spark setting; keys start with 'spark.'")
+        elif key in SPARK_MANAGED_CONF or key.startswith(_MANAGED_PREFIXES):
+            hint = _MANAGED_HINT.get(key, "the operator sets it")
+            yield Issue(path, f"{key!r} is managed by the operator and cannot be set here; {hint}")
+    yield from _check_capacity(app)
+
+
+def _check_capacity(app: StreamApp) -> Iterator[Issue]:
+    spec = app.spec
+    most = spec.executors or spec.scaling.max_executors
+    stateful = any(step.kind in ("aggregate", "accumulate", "dedupe", "join", "sql")
+                   for stream in spec.streams for step in stream.steps if len(step.set_keys()) == 1)
+    if spec.shuffle_partitions is not None:
+        if not stateful:
+            yield Issue("spec.shufflePartitions", "has no effect: no step shuffles (aggregate, accumulate, "
+                        "dedupe, join, sql)", "warning")
+        elif most is not None and spec.shuffle_partitions < most * spec.executor.cores:
+            yield Issue("spec.shufflePartitions", f"{spec.shuffle_partitions} partitions keep at most "
+                        f"{spec.shuffle_partitions} of the {most * spec.executor.cores} executor cores busy in "
+                        "stateful stages; it cannot be raised later without a state reset", "warning")
+    modes = spec.state.checkpoint.access_modes
+    if "ReadWriteMany" not in modes and (most is None or most > 1):
+        yield Issue("spec.state.checkpoint.accessModes", "executors on different nodes share the checkpoint "
+                    "volume; without ReadWriteMany they must all run on one node", "warning")
+    source_topics = {t for s in spec.sources for t in s.topic_list} | {t.topic for t in spec.tables}
+    dlq = spec.dead_letter.topic or f"{app.metadata.name}.dlq"
+    if spec.dead_letter.enabled and dlq in source_topics:
+        yield Issue("spec.deadLetter.topic", f"{dlq!r} is also an input topic; use a topic of its own")
+    for i, sink in enumerate(spec.sinks):
+        if sink.kafka is not None and sink.kafka.topic in source_topics:
+            yield Issue(f"spec.sinks[{i}].kafka.topic", f"{sink.kafka.topic!r} is also an input topic of this "
+                        "app: its output would be read back as input", "warning")
+
+
+def check_objects(app: StreamApp) -> list[Issue]:
+    """Every single-object rule (the CEL twins) and settings check."""
+    issues: list[Issue] = []
+    for i, source in enumerate(app.spec.sources):
+        issues.extend(check_source(source, f"spec.sources[{i}]"))
+    for i, table in enumerate(app.spec.tables):
+        issues.extend(check_source(table, f"spec.tables[{i}]"))
+    for i, stream in enumerate(app.spec.streams):
+        for j, step in enumerate(stream.steps):
+            issues.extend(check_step(step, f"spec.streams[{i}].steps[{j}]"))
+    for i, sink in enumerate(app.spec.sinks):
+        if (sink.kafka is None) == (sink.postgres is None):
+            issues.append(Issue(f"spec.sinks[{i}]", "a sink writes to exactly one of kafka or postgres"))
+    issues.extend(check_settings(app))
+    return issues

@@ -1,0 +1,265 @@
+"""Where records come from: the Kafka connection, sources (KStream) and tables (KTable)."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field
+
+from .base import (
+    COLUMN_PATTERN,
+    MAX_COLUMNS,
+    MAX_LIST,
+    ApiModel,
+    Column,
+    Name,
+    SecretRef,
+    Topic,
+    api_config,
+    cel,
+)
+from .durations import Duration
+
+# Columns every source and table row carries besides its value columns. Names starting with '_'
+# are metadata: usable in expressions, never written into sink values.
+METADATA_COLUMNS = ("_key", "_timestamp", "_topic", "_partition", "_offset")
+# Kafka consumer/producer options Spark manages itself and refuses when set by the user.
+SPARK_MANAGED_KAFKA_OPTIONS = (
+    "group.id", "auto.offset.reset", "key.deserializer", "value.deserializer",
+    "key.serializer", "value.serializer", "enable.auto.commit", "interceptor.classes",
+)
+
+_PRIMITIVE_TYPES = {
+    "string", "boolean", "int", "integer", "long", "bigint", "short", "smallint", "byte",
+    "tinyint", "float", "real", "double", "date", "timestamp", "timestamp_ntz", "binary",
+}
+SCHEMA_TYPE_HELP = (
+    "a Spark SQL type: string, boolean, int, long, double, float, date, timestamp, binary, "
+    "decimal(p,s), array<T>, map<K,V> or struct<name:T,...>"
+)
+_SCHEMA_KEYS_RULE = cel(
+    f"self.all(k, k.matches('{COLUMN_PATTERN}'))",
+    "schema column names must be SQL identifiers: letters, digits and '_', not starting with a digit",
+)
+SchemaMap = dict[str, str]
+
+
+def _schema_field(description: str):
+    return Field(
+        default=None,
+        alias="schema",
+        description=description,
+        max_length=MAX_COLUMNS,
+        json_schema_extra={
+            "x-kubernetes-validations": [_SCHEMA_KEYS_RULE],
+            "additionalProperties": {"type": "string", "maxLength": 1024},
+        },
+    )
+
+
+class SparkTypeError(ValueError):
+    pass
+
+
+def parse_spark_type(text: str) -> str:
+    """Check a Spark SQL type string; return it normalised (lowercase) or raise SparkTypeError."""
+    tokens = re.findall(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+|[<>(),:]|\S", text)
+    pos = 0
+
+    def peek() -> str | None:
+        return tokens[pos] if pos < len(tokens) else None
+
+    def take(expected: str | None = None) -> str:
+        nonlocal pos
+        token = peek()
+        if token is None or (expected is not None and token.lower() != expected):
+            raise SparkTypeError(f"expected {expected or 'a type'} at {token or 'the end'!r}")
+        pos += 1
+        return token
+
+    def parse() -> str:
+        word = take().lower()
+        if word in _PRIMITIVE_TYPES:
+            return word
+        if word == "decimal":
+            if peek() == "(":
+                take("(")
+                precision = take()
+                take(",")
+                scale = take()
+                take(")")
+                if not (precision.isdigit() and scale.isdigit()):
+                    raise SparkTypeError("decimal needs decimal(precision,scale)")
+                return f"decimal({precision},{scale})"
+            return "decimal"
+        if word == "array":
+            take("<")
+            inner = parse()
+            take(">")
+            return f"array<{inner}>"
+        if word == "map":
+            take("<")
+            key = parse()
+            take(",")
+            value = parse()
+            take(">")
+            return f"map<{key},{value}>"
+        if word == "struct":
+            take("<")
+            fields = []
+            while True:
+                name = take()
+                if not re.match(COLUMN_PATTERN, name):
+                    raise SparkTypeError(f"{name!r} is not a field name")
+                take(":")
+                fields.append(f"{name}:{parse()}")
+                if peek() == ",":
+                    take(",")
+                    continue
+                take(">")
+                return f"struct<{','.join(fields)}>"
+        raise SparkTypeError(f"unknown type {word!r}")
+
+    result = parse()
+    if peek() is not None:
+        raise SparkTypeError(f"unexpected {peek()!r} after the type")
+    return result
+
+
+class Kafka(ApiModel):
+    """How to reach the Kafka cluster all sources, tables and Kafka sinks use."""
+
+    bootstrap_servers: str = Field(
+        description="Comma-separated host:port list of Kafka brokers, e.g. 'kafka:9092'.",
+        pattern=r"^[A-Za-z0-9._-]+:[0-9]{1,5}(,[A-Za-z0-9._-]+:[0-9]{1,5})*$",
+        max_length=1024,
+    )
+    options: dict[str, str] | None = Field(
+        default=None,
+        max_length=64,
+        description="Extra Kafka client options (e.g. 'security.protocol: SASL_SSL'), passed to "
+        "consumers and producers. Options Spark manages (group.id, auto.offset.reset, "
+        "(de)serializers, enable.auto.commit, interceptor.classes) are refused.",
+    )
+    secret_ref: SecretRef | None = Field(
+        default=None,
+        description="A Secret whose keys are Kafka client options (e.g. 'sasl.jaas.config'); "
+        "merged over options, kept out of the spec so credentials stay secret.",
+    )
+
+
+_ONE_TOPIC = cel(
+    "has(self.topic) != has(self.topics)",
+    "set exactly one of topic or topics",
+    reason="FieldValueInvalid",
+)
+_JSON_SCHEMA = cel(
+    "self.format != 'json' || has(self.schema)",
+    "format json needs a schema (column name -> Spark SQL type)",
+    field_path=".schema",
+    reason="FieldValueRequired",
+)
+_STRING_NO_SCHEMA = cel(
+    "self.format != 'string' || !has(self.schema)",
+    "format string has the single column 'value'; remove schema",
+    field_path=".schema",
+)
+
+
+class Source(ApiModel):
+    """A stream of records read from Kafka (Kafka Streams: KStream). Every record is an event."""
+
+    model_config = api_config(_ONE_TOPIC, _JSON_SCHEMA, _STRING_NO_SCHEMA)
+
+    name: Name = Field(description="Name other streams and sinks use to read this source.")
+    topic: Topic | None = Field(default=None, description="The Kafka topic to read. Exclusive with topics.")
+    topics: list[Topic] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_LIST,
+        description="Several Kafka topics read as one stream. Exclusive with topic.",
+        json_schema_extra={"x-kubernetes-list-type": "set"},
+    )
+    format: Literal["json", "string"] = Field(
+        default="json",
+        description="How record values are read: 'json' parses a JSON object into the schema's "
+        "columns; 'string' gives one string column named 'value'.",
+    )
+    schema_: SchemaMap | None = _schema_field(
+        "Columns of a JSON value: column name -> Spark SQL type (string, long, double, boolean, "
+        "timestamp, array<...>, struct<...>). Required for format json. Every row also carries "
+        "the metadata columns _key, _timestamp, _topic, _partition and _offset."
+    )
+    event_time: Column | None = Field(
+        default=None,
+        description="Column holding the event time (type timestamp). Windows, watermarks and "
+        "stream joins use it. Default: the Kafka record timestamp (_timestamp).",
+    )
+    watermark: Duration | None = Field(
+        default=None,
+        description="How late an event may arrive (relative to the newest event time seen) and still "
+        "count. Required for emit: final on windowed aggregations, for stream-stream joins and "
+        "for dedupe. Unset: no lateness bound and no event-time state cleanup.",
+    )
+    starting_offsets: Literal["earliest", "latest"] = Field(
+        default="earliest",
+        description="Where a new application starts reading: earliest (the whole topic) or latest "
+        "(only new records). Ignored once a checkpoint exists.",
+    )
+    max_offsets_per_trigger: int | None = Field(
+        default=None,
+        ge=1,
+        description="Upper bound on records read per micro-batch across all partitions (rate limit). "
+        "Default: no bound.",
+    )
+
+    @property
+    def topic_list(self) -> list[str]:
+        return [self.topic] if self.topic else list(self.topics or [])
+
+    def columns(self) -> set[str]:
+        names = set(METADATA_COLUMNS)
+        names.update((self.schema_ or {}) if self.format == "json" else {"value": "string"})
+        return names
+
+    @property
+    def event_time_column(self) -> str:
+        return self.event_time or "_timestamp"
+
+
+class Table(ApiModel):
+    """A changelog topic read as a table (Kafka Streams: KTable): the latest value per key.
+
+    A record with a null value (tombstone) deletes its key. Tables are always read from the
+    beginning of the topic so the table is complete; streams look rows up in it with a join step.
+    """
+
+    model_config = api_config(_JSON_SCHEMA, _STRING_NO_SCHEMA)
+
+    name: Name = Field(description="Name join steps use to look rows up in this table.")
+    topic: Topic = Field(description="The Kafka topic holding the changelog (ideally compacted).")
+    key: Column = Field(
+        default="_key",
+        description="Column holding the table's primary key. Default: the Kafka record key (_key).",
+    )
+    format: Literal["json", "string"] = Field(
+        default="json",
+        description="How record values are read: 'json' (schema required) or 'string' (one column 'value').",
+    )
+    schema_: SchemaMap | None = _schema_field(
+        "Columns of a JSON value: column name -> Spark SQL type. Required for format json."
+    )
+    ttl: Duration | None = Field(
+        default=None,
+        description="Forget keys not updated for this long (bounds state size). Default: keep forever.",
+    )
+
+    def columns(self) -> set[str]:
+        names = set(METADATA_COLUMNS)
+        names.update((self.schema_ or {}) if self.format == "json" else {"value": "string"})
+        return names
+
+    def value_columns(self) -> set[str]:
+        """The columns a join brings into the stream (metadata and the key stay behind)."""
+        return {c for c in self.columns() if not c.startswith("_") and c != self.key}

@@ -1,0 +1,274 @@
+"""The StreamApp resource: spec, the settings around the pipeline, and the top-level object."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .base import MAX_LIST, ApiModel, Name, api_config, cel
+from .durations import Duration, Quantity, SparkMemory, cel_millis
+from .sinks import Sink
+from .sources import Kafka, Source, Table
+from .status import StreamAppStatus
+from .steps import MAX_STEPS, Step
+
+GROUP = "streamapp.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "StreamApp"
+PLURAL = "streamapps"
+SINGULAR = "streamapp"
+SHORT_NAMES = ("sapp",)
+# metadata.name names the driver pod and Service, so it must be a DNS-1035 label with room for suffixes.
+APP_NAME_PATTERN = r"^[a-z]([-a-z0-9]{0,48}[a-z0-9])?$"
+APP_NAME_HELP = "a DNS label of at most 50 characters: lowercase letters, digits and '-', starting with a letter"
+_LIST_MAP_BY_NAME = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}
+
+
+class Stream(ApiModel):
+    """A named derived stream: read one source or stream, apply steps in order.
+
+    Branching is several streams reading the same 'from'.
+    """
+
+    name: Name = Field(description="Name other streams, join steps and sinks use to read this stream.")
+    from_: Name = Field(alias="from", description="Name of the source or stream this stream reads.")
+    steps: list[Step] = Field(
+        default_factory=list,
+        max_length=MAX_STEPS,
+        description="Steps applied in order; each is a mapping with exactly one key (filter, select, "
+        "withColumns, explode, keyBy, join, window, aggregate, accumulate, dedupe, sql).",
+    )
+    emit: Literal["final", "updates"] | None = Field(
+        default=None,
+        description="When aggregated or joined rows are emitted. final: once per window and key, when "
+        "the watermark closes the window (needs a watermark; Spark append mode). updates: every "
+        "time a row changes (Spark update mode; not with stream-stream joins). Default: final when "
+        "every aggregation upstream is windowed over a watermarked event time, else updates. "
+        "Streams reading this one inherit it.",
+    )
+
+
+class Checkpoint(ApiModel):
+    """The PersistentVolumeClaim holding checkpoints and state stores, shared by driver and executors."""
+
+    size: Quantity = Field(default="10Gi", description="Requested volume size, e.g. 10Gi.")
+    storage_class_name: str | None = Field(
+        default=None,
+        max_length=253,
+        description="StorageClass of the claim. Default: the cluster's default StorageClass.",
+    )
+    access_modes: list[Literal["ReadWriteOnce", "ReadWriteMany", "ReadWriteOncePod"]] = Field(
+        default_factory=lambda: ["ReadWriteMany"],
+        min_length=1,
+        max_length=3,
+        description="Access modes of the claim. Executors on several nodes need ReadWriteMany.",
+        json_schema_extra={"x-kubernetes-list-type": "set", "default": ["ReadWriteMany"]},
+    )
+
+
+class State(ApiModel):
+    """Checkpoints and state stores (Kafka Streams: state stores and changelogs)."""
+
+    checkpoint: Checkpoint = Field(
+        default_factory=Checkpoint,
+        description=Checkpoint.__doc__,
+        json_schema_extra={"default": {}},
+    )
+    store: Literal["rocksdb", "hdfs"] = Field(
+        default="rocksdb",
+        description="State store provider: rocksdb (on disk, large state) or hdfs (in memory, small state).",
+    )
+    retain_on_delete: bool = Field(
+        default=True,
+        description="Keep the checkpoint volume when the StreamApp is deleted, so re-creating it resumes.",
+    )
+    reset_nonce: str | None = Field(
+        default=None,
+        max_length=63,
+        description="Change this value to discard checkpoints and state: the app restarts from "
+        "startingOffsets. Needed after changes that make the old state unusable.",
+    )
+
+
+class Scaling(ApiModel):
+    """Bounds for the executor count, which follows the input partition count."""
+
+    model_config = api_config(
+        cel(
+            "!has(self.maxExecutors) || self.minExecutors <= self.maxExecutors",
+            "minExecutors must not exceed maxExecutors",
+            field_path=".minExecutors",
+        )
+    )
+
+    min_executors: int = Field(default=1, ge=1, le=1000, description="Fewest executors.")
+    max_executors: int | None = Field(
+        default=None,
+        ge=1,
+        le=1000,
+        description="Most executors. Default: no bound besides the input partition count.",
+    )
+
+
+class Resources(ApiModel):
+    """CPU and memory of a Spark process."""
+
+    cores: int = Field(default=1, ge=1, le=64, description="CPU cores (and Spark task slots).")
+    memory: SparkMemory = Field(default="2g", description="JVM heap, e.g. 2g or 2Gi.")
+    memory_overhead: SparkMemory | None = Field(
+        default=None,
+        description="Off-heap memory added to the pod's limit (Python workers, RocksDB). Default: Spark's (10%, at least 384m).",
+    )
+
+
+class ExecutorResources(Resources):
+    """CPU and memory of each executor."""
+
+    cores: int = Field(default=2, ge=1, le=64, description="CPU cores per executor (partitions processed at once).")
+
+
+class RestartPolicy(ApiModel):
+    """How the operator restarts a failed driver: exponential backoff, optional restart limit."""
+
+    model_config = api_config(
+        cel(
+            "!has(self.backoff) || !has(self.maxBackoff) || "
+            f"{cel_millis('self.backoff')} <= {cel_millis('self.maxBackoff')}",
+            "backoff must not exceed maxBackoff",
+            field_path=".backoff",
+        )
+    )
+
+    backoff: Duration = Field(default="10s", description="Delay before the first restart; doubles each time.")
+    max_backoff: Duration = Field(default="5m", description="Longest delay between restarts.")
+    max_restarts: int = Field(
+        default=0,
+        ge=0,
+        le=1_000_000,
+        description="Give up (phase Failed) after this many consecutive restarts. 0: never give up.",
+    )
+
+
+class DeadLetter(ApiModel):
+    """Where records that cannot be read (bad JSON, wrong types) go instead of failing the app."""
+
+    enabled: bool = Field(default=True, description="Send unreadable records to the dead-letter topic.")
+    topic: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9._-]{1,249}$",
+        max_length=249,
+        description="Dead-letter topic. Default: '<metadata.name>.dlq'.",
+    )
+
+
+_EXECUTORS_IN_BOUNDS = cel(
+    "!has(self.executors) || !has(self.scaling) || "
+    "((!has(self.scaling.minExecutors) || self.executors >= self.scaling.minExecutors) && "
+    "(!has(self.scaling.maxExecutors) || self.executors <= self.scaling.maxExecutors))",
+    "executors must lie within scaling.minExecutors and scaling.maxExecutors (use suspend to stop the app)",
+    field_path=".executors",
+)
+
+
+class StreamAppSpec(ApiModel):
+    """The desired pipeline: Kafka sources and tables, derived streams, and sinks."""
+
+    model_config = api_config(_EXECUTORS_IN_BOUNDS)
+
+    image: str | None = Field(
+        default=None,
+        max_length=512,
+        description="Runtime image for driver and executors. Default: the operator's runtime image.",
+    )
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = Field(
+        default=None, description="Image pull policy. Default: Kubernetes' (IfNotPresent unless :latest)."
+    )
+    kafka: Kafka = Field(description=Kafka.__doc__)
+    sources: list[Source] = Field(
+        min_length=1, max_length=MAX_LIST, description="Streams read from Kafka (KStream).",
+        json_schema_extra=_LIST_MAP_BY_NAME,
+    )
+    tables: list[Table] = Field(
+        default_factory=list, max_length=MAX_LIST,
+        description="Tables read from Kafka changelog topics (KTable): latest value per key; a null value deletes the key.",
+        json_schema_extra=_LIST_MAP_BY_NAME,
+    )
+    streams: list[Stream] = Field(
+        default_factory=list, max_length=MAX_LIST,
+        description="Named derived streams, each a list of steps over a source or another stream.",
+        json_schema_extra=_LIST_MAP_BY_NAME,
+    )
+    sinks: list[Sink] = Field(
+        min_length=1, max_length=MAX_LIST,
+        description="Where sources and streams are written. Each sink runs as its own streaming query.",
+    )
+    dead_letter: DeadLetter = Field(
+        default_factory=DeadLetter, description=DeadLetter.__doc__, json_schema_extra={"default": {}}
+    )
+    trigger: Duration | None = Field(
+        default=None,
+        description="Micro-batch interval (Kafka Streams: commit interval). Default: start the next "
+        "batch as soon as the previous one finishes.",
+    )
+    shuffle_partitions: int | None = Field(
+        default=None,
+        ge=1,
+        le=10000,
+        description="Partitions of shuffles and of state (spark.sql.shuffle.partitions). Fixed by the "
+        "first checkpoint: changing it later needs a state reset. Default: the largest input "
+        "topic's partition count at first start.",
+    )
+    state: State = Field(default_factory=State, description=State.__doc__, json_schema_extra={"default": {}})
+    scaling: Scaling = Field(default_factory=Scaling, description=Scaling.__doc__, json_schema_extra={"default": {}})
+    executors: int | None = Field(
+        default=None,
+        ge=1,
+        le=1000,
+        description="Fixed executor count, overriding automatic scaling; what 'kubectl scale' and a "
+        "HorizontalPodAutoscaler set. Remove it to follow the partition count again.",
+    )
+    driver: Resources = Field(default_factory=Resources, description="Driver resources.", json_schema_extra={"default": {}})
+    executor: ExecutorResources = Field(
+        default_factory=ExecutorResources, description=ExecutorResources.__doc__, json_schema_extra={"default": {}}
+    )
+    spark_conf: dict[str, str] | None = Field(
+        default=None,
+        max_length=128,
+        description="Extra Spark configuration (spark.* -> value). Settings the operator manages "
+        "(executor count and resources, shuffle partitions, checkpoint location, master) are refused.",
+    )
+    restart_policy: RestartPolicy = Field(
+        default_factory=RestartPolicy, description=RestartPolicy.__doc__, json_schema_extra={"default": {}}
+    )
+    suspend: bool = Field(
+        default=False,
+        description="Stop driver and executors, keeping checkpoints; set back to false to resume where it stopped.",
+    )
+
+
+class ObjectMeta(BaseModel):
+    """The parts of Kubernetes object metadata the API reads; everything else is kept as is."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    name: str = Field(pattern=APP_NAME_PATTERN, max_length=50)
+    namespace: str | None = None
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+
+
+class StreamApp(BaseModel):
+    """A Kafka Streams-style pipeline run on Spark Structured Streaming."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    api_version: Literal["streamapp.io/v1alpha1"] = Field(alias="apiVersion")
+    kind: Literal["StreamApp"]
+    metadata: ObjectMeta
+    spec: StreamAppSpec
+    status: StreamAppStatus | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)

@@ -1,0 +1,82 @@
+"""What the operator observed: written only by the operator through the status subresource."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from .base import ApiModel
+
+PHASES = ("Pending", "Running", "Restarting", "Suspended", "Failed", "Invalid")
+Phase = Literal["Pending", "Running", "Restarting", "Suspended", "Failed", "Invalid"]
+
+
+class Condition(ApiModel):
+    """A standard Kubernetes condition (Ready, SpecValid, CheckpointReady, ...)."""
+
+    type: str = Field(max_length=316, description="Condition type, e.g. Ready.")
+    status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
+    reason: str | None = Field(default=None, max_length=1024, description="One-word CamelCase reason.")
+    message: str | None = Field(default=None, max_length=32768, description="Human-readable details.")
+    last_transition_time: str | None = Field(
+        default=None, description="When status last changed (RFC 3339).",
+        json_schema_extra={"format": "date-time"},
+    )
+    observed_generation: int | None = Field(default=None, ge=0, description="Spec generation the condition is about.")
+
+
+class SinkStatus(ApiModel):
+    """Progress of one sink's streaming query."""
+
+    name: str = Field(max_length=63, description="The sink's query name.")
+    batch_id: int | None = Field(default=None, description="Last completed micro-batch.")
+    lag: int | None = Field(default=None, ge=0, description="Records not yet read by this query, summed over partitions.")
+    input_rows_per_second: float | None = Field(default=None, description="Input rate of the last batch.")
+    processed_rows_per_second: float | None = Field(default=None, description="Processing rate of the last batch.")
+    last_progress_time: str | None = Field(
+        default=None, description="Time of the last progress report (RFC 3339).",
+        json_schema_extra={"format": "date-time"},
+    )
+
+
+class StateStatus(ApiModel):
+    """The checkpoint volume in use."""
+
+    claim_name: str | None = Field(default=None, max_length=253, description="PersistentVolumeClaim holding checkpoints.")
+    reset_nonce: str | None = Field(default=None, max_length=63, description="spec.state.resetNonce the current state was created under.")
+    shuffle_partitions: int | None = Field(
+        default=None, ge=1, description="Shuffle/state partitions fixed by the current checkpoint."
+    )
+
+
+class StreamAppStatus(ApiModel):
+    """Observed state of the StreamApp."""
+
+    observed_generation: int | None = Field(default=None, ge=0, description="Spec generation this status describes.")
+    phase: Phase | None = Field(
+        default=None,
+        description="Pending: being set up. Running: all queries progressing. Restarting: waiting to "
+        "restart after a failure. Suspended: spec.suspend is true. Failed: maxRestarts reached. "
+        "Invalid: the spec was refused (see the SpecValid condition).",
+    )
+    message: str | None = Field(default=None, max_length=32768, description="Why the app is in this phase.")
+    executors: int | None = Field(default=None, ge=0, description="Executors running (scale subresource status).")
+    selector: str | None = Field(default=None, max_length=1024, description="Label selector of executor pods (scale subresource).")
+    partitions: int | None = Field(default=None, ge=0, description="Input partitions, summed over source topics.")
+    lag: int | None = Field(default=None, ge=0, description="Records not yet processed, summed over sinks and partitions.")
+    restarts: int | None = Field(default=None, ge=0, description="Driver restarts since the last successful run.")
+    last_restart_time: str | None = Field(
+        default=None, description="When the driver was last restarted (RFC 3339).",
+        json_schema_extra={"format": "date-time"},
+    )
+    driver_pod: str | None = Field(default=None, max_length=253, description="Name of the current driver pod.")
+    state: StateStatus | None = Field(default=None, description=StateStatus.__doc__)
+    sinks: list[SinkStatus] | None = Field(
+        default=None, max_length=64, description="Per-sink query progress.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    conditions: list[Condition] | None = Field(
+        default=None, max_length=32, description="Standard conditions: Ready, SpecValid, CheckpointReady.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )

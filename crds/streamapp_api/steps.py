@@ -1,0 +1,273 @@
+"""Steps of a derived stream. Each step is a mapping with exactly one key naming what it does.
+
+The schema keeps one ``Step`` object with every step key optional and a CEL rule requiring exactly
+one, so the CRD stays structural (no oneOf with differing types) and ``kubectl explain`` lists them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from .base import COLUMN_PATTERN, MAX_COLUMNS, MAX_LIST, ApiModel, Column, Expr, Name, api_config, cel
+from .durations import Duration, cel_millis
+
+ACCUMULATE_FUNCTIONS = ("sum", "count", "min", "max", "avg", "first", "last")
+ACCUMULATE_PATTERN = r"^(" + "|".join(ACCUMULATE_FUNCTIONS) + r")\(.+\)$"
+AccumulateExpr = Annotated[str, Field(pattern=ACCUMULATE_PATTERN, max_length=1024)]
+_COLUMN_KEYS = cel(
+    f"self.all(k, k.matches('{COLUMN_PATTERN}'))",
+    "column names must be SQL identifiers: letters, digits and '_', not starting with a digit",
+)
+
+
+def _column_map(description: str, **kwargs):
+    extra: dict = {"x-kubernetes-validations": [_COLUMN_KEYS]}
+    return Field(description=description, min_length=1, max_length=MAX_LIST,
+                 json_schema_extra=extra, **kwargs)
+
+
+class Explode(ApiModel):
+    """Turn each element of an array column into its own row (Kafka Streams: flatMapValues)."""
+
+    column: Column = Field(description="The array column to explode.")
+    as_: Column | None = Field(
+        default=None,
+        alias="as",
+        description="Name of the column holding one element. Default: the exploded column's name "
+        "(the array is replaced by its element).",
+    )
+    keep_empty: bool = Field(
+        default=False,
+        description="Keep rows whose array is null or empty (with a null element) instead of dropping them.",
+    )
+
+
+_TABLE_XOR_STREAM = cel("has(self.table) != has(self.stream)", "set exactly one of table or stream")
+_WITHIN_ONLY_STREAM = cel(
+    "has(self.stream) == has(self.within)",
+    "within is required for a stream join and not allowed for a table join",
+    field_path=".within",
+)
+_USING_ONLY_STREAM = cel(
+    "has(self.stream) == has(self.using)",
+    "using is required for a stream join and not allowed for a table join (a table is joined by key)",
+    field_path=".using",
+)
+_KEY_ONLY_TABLE = cel(
+    "!has(self.key) || has(self.table)",
+    "key is only for table joins; a stream join matches the columns listed in using",
+    field_path=".key",
+)
+
+
+class Join(ApiModel):
+    """Join each record with a table row by key, or with another stream's records within a time bound.
+
+    Columns of the other side are added; on a name clash they are renamed '<table or stream>_<column>'.
+    """
+
+    model_config = api_config(_TABLE_XOR_STREAM, _WITHIN_ONLY_STREAM, _USING_ONLY_STREAM, _KEY_ONLY_TABLE)
+
+    table: Name | None = Field(
+        default=None,
+        description="Name of a table to look the current row up in (Kafka Streams: KStream-KTable "
+        "join). Each record sees the table as it is when the record is processed.",
+    )
+    key: Column | None = Field(
+        default=None,
+        description="Table join: column of this stream whose value is looked up as the table's key. "
+        "Default: the record key (_key).",
+    )
+    stream: Name | None = Field(
+        default=None,
+        description="Name of a source or stream to join with (Kafka Streams: KStream-KStream join). "
+        "Both sides need a watermark.",
+    )
+    using: list[Column] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=16,
+        description="Stream join: columns present on both sides whose values must be equal (as in SQL's "
+        "JOIN ... USING); they appear once in the output.",
+        json_schema_extra={"x-kubernetes-list-type": "set"},
+    )
+    within: Duration | None = Field(
+        default=None,
+        description="Stream join: the event times of two joined records differ by at most this much.",
+    )
+    type: Literal["inner", "left"] = Field(
+        default="inner",
+        description="inner: only records with a match. left: every record; missing columns are null "
+        "(for stream joins, emitted once the watermark passes the time bound without a match).",
+    )
+
+
+_WINDOW_RULES = (
+    cel(
+        "self.type != 'tumbling' || (has(self.size) && !has(self.advance) && !has(self.gap))",
+        "a tumbling window needs size only (no advance, no gap)",
+        field_path=".size",
+    ),
+    cel(
+        "self.type != 'hopping' || (has(self.size) && has(self.advance) && !has(self.gap))",
+        "a hopping window needs size and advance (no gap)",
+        field_path=".advance",
+    ),
+    cel(
+        "self.type != 'session' || (has(self.gap) && !has(self.size) && !has(self.advance))",
+        "a session window needs gap only (no size, no advance)",
+        field_path=".gap",
+    ),
+    cel(
+        "!has(self.size) || !has(self.advance) || "
+        f"{cel_millis('self.advance')} <= {cel_millis('self.size')}",
+        "advance must not be longer than size (windows would leave gaps)",
+        field_path=".advance",
+    ),
+)
+
+
+class Window(ApiModel):
+    """Group records into event-time windows; must be followed by an aggregate step."""
+
+    model_config = api_config(*_WINDOW_RULES)
+
+    type: Literal["tumbling", "hopping", "session"] = Field(
+        description="tumbling: fixed, non-overlapping windows of size. hopping: windows of size "
+        "starting every advance (they overlap). session: a window per key that closes after gap "
+        "without events.",
+    )
+    size: Duration | None = Field(default=None, description="Window length (tumbling, hopping).")
+    advance: Duration | None = Field(
+        default=None,
+        description="Hopping: how far each window starts after the previous one; at most size.",
+    )
+    gap: Duration | None = Field(
+        default=None,
+        description="Session: inactivity that closes a key's session.",
+    )
+
+
+class Aggregate(ApiModel):
+    """Group records and compute named aggregates. After a window step the groups are per window.
+
+    Output columns: window_start and window_end (when windowed), the groupBy columns, then the named
+    columns.
+    """
+
+    group_by: list[Column] = Field(
+        default_factory=list,
+        max_length=32,
+        description="Columns to group by. Empty: one group. Session windows need at least one.",
+    )
+    columns: dict[str, Expr] = _column_map(
+        "Output column name -> Spark SQL aggregate expression, e.g. 'count(*)', 'sum(amount)', "
+        "'count_if(event = \"click\")', 'max(price)'.",
+    )
+
+
+class Accumulate(ApiModel):
+    """A running aggregate per key that emits every input row with the running values added.
+
+    The loyalty-points pattern: each invoice comes out with the customer's total so far.
+    """
+
+    key: list[Column] = Field(
+        default_factory=lambda: ["_key"],
+        min_length=1,
+        max_length=16,
+        json_schema_extra={"default": ["_key"]},
+        description="Columns identifying whose running values to update. Default: the record key (_key).",
+    )
+    columns: dict[str, AccumulateExpr] = _column_map(
+        "Output column name -> running aggregate, one of sum(expr), count(expr), min(expr), max(expr), "
+        "avg(expr), first(expr), last(expr), evaluated over this key's rows so far (this row included).",
+    )
+    ttl: Duration | None = Field(
+        default=None,
+        description="Forget a key's running values after this long without records. Default: never.",
+    )
+
+
+class Dedupe(ApiModel):
+    """Drop records whose key columns were already seen within a time bound."""
+
+    keys: list[Column] = Field(
+        min_length=1,
+        max_length=16,
+        description="Columns that identify duplicates.",
+        json_schema_extra={"x-kubernetes-list-type": "set"},
+    )
+    within: Duration = Field(
+        description="How long a key is remembered; a repeat after that passes through again. Needs a watermark.",
+    )
+
+
+_STEP_KEYS = ("filter", "select", "withColumns", "explode", "keyBy", "join", "window",
+              "aggregate", "accumulate", "dedupe", "sql")
+_ONE_KEY = cel(
+    "[" + ", ".join(f"has(self.{k})" for k in _STEP_KEYS) + "].filter(x, x).size() == 1",
+    "a step has exactly one key: one of " + ", ".join(_STEP_KEYS),
+)
+
+
+class Step(ApiModel):
+    """One step of a stream: a mapping with exactly one of the keys below."""
+
+    model_config = api_config(_ONE_KEY)
+
+    filter: Expr | None = Field(
+        default=None,
+        description="Keep only rows where this SQL condition is true, e.g. \"level = 'ERROR'\".",
+    )
+    select: list[Expr] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_COLUMNS,
+        description="Keep only these columns: each item is a column name, '*', or 'expression AS name'.",
+    )
+    with_columns: dict[str, Expr] | None = _column_map(
+        "Add or replace columns (name -> SQL expression), keeping the others. Expressions see the "
+        "input row, not each other.",
+        default=None,
+    )
+    explode: Explode | None = Field(default=None, description=Explode.__doc__)
+    key_by: Expr | None = Field(
+        default=None,
+        description="SQL expression that becomes the record key (_key) downstream, e.g. 'customer_id'. "
+        "Kafka sinks write it as the message key.",
+    )
+    join: Join | None = Field(default=None, description=Join.__doc__.split("\n")[0])
+    window: Window | None = Field(default=None, description=Window.__doc__)
+    aggregate: Aggregate | None = Field(default=None, description=Aggregate.__doc__.split("\n")[0])
+    accumulate: Accumulate | None = Field(default=None, description=Accumulate.__doc__.split("\n")[0])
+    dedupe: Dedupe | None = Field(default=None, description=Dedupe.__doc__)
+    sql: Expr | None = Field(
+        default=None,
+        description="Escape hatch: a Spark SQL query over the step's input, which it names 'input', "
+        "e.g. 'SELECT user, count(*) AS n FROM input GROUP BY user'.",
+    )
+
+    @property
+    def kind(self) -> str:
+        """The step's one key (camelCase, as written)."""
+        for key in _STEP_KEYS:
+            if getattr(self, _ATTR[key]) is not None:
+                return key
+        raise ValueError("empty step")
+
+    @property
+    def value(self):
+        return getattr(self, _ATTR[self.kind])
+
+    def set_keys(self) -> list[str]:
+        return [k for k in _STEP_KEYS if getattr(self, _ATTR[k]) is not None]
+
+
+STEP_KEYS = _STEP_KEYS
+_ATTR = {"withColumns": "with_columns", "keyBy": "key_by"}
+_ATTR.update({k: k for k in _STEP_KEYS if k not in _ATTR})
+STATEFUL_STEPS = ("join", "aggregate", "accumulate", "dedupe")
+MAX_STEPS = MAX_LIST

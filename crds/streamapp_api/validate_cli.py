@@ -1,0 +1,159 @@
+"""``streamapp validate FILE...``: check manifests; print findings as FILE:LINE: severity: path: message.
+
+Exit status: 0 all valid, 1 some manifest invalid (or, with --strict, has warnings), 2 usage or I/O error.
+Multi-document files are supported; documents of other kinds (a Secret next to the app) are skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from .document import parse
+from .errors import Issue
+from .spec import GROUP, KIND
+
+_PART = re.compile(r"\.?([A-Za-z_][A-Za-z0-9_]*)|\[([^\]]*)\]")
+
+
+def path_parts(path: str) -> list[str | int]:
+    """'spec.streams[0].schema[a.b]' -> ['spec', 'streams', 0, 'schema', 'a.b']."""
+    parts: list[str | int] = []
+    for name, bracket in _PART.findall(path):
+        if name:
+            parts.append(name)
+        elif bracket.isdigit():
+            parts.append(int(bracket))
+        else:
+            parts.append(bracket)
+    return parts
+
+
+def locate(node: yaml.Node | None, path: str) -> int | None:
+    """The 1-based line of the deepest YAML node along ``path`` (None without a node)."""
+    if node is None:
+        return None
+    line = node.start_mark.line + 1
+    for part in path_parts(path):
+        child = None
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.value == str(part):
+                    child = value
+                    line = key.start_mark.line + 1
+                    break
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            child = node.value[part]
+        if child is None:
+            break
+        node = child
+        line = node.start_mark.line + 1
+    return line
+
+
+@dataclass
+class Report:
+    file: str
+    document: int
+    name: str | None
+    issues: list[tuple[Issue, int | None]] = field(default_factory=list)
+    skipped: str | None = None
+
+    @property
+    def errors(self) -> int:
+        return sum(1 for issue, _ in self.issues if issue.severity == "error")
+
+    @property
+    def warnings(self) -> int:
+        return sum(1 for issue, _ in self.issues if issue.severity == "warning")
+
+
+def _is_other_kind(doc: Any) -> str | None:
+    if not isinstance(doc, dict):
+        return None
+    api_version = str(doc.get("apiVersion", ""))
+    if api_version and not api_version.startswith(f"{GROUP}/") and doc.get("kind") != KIND:
+        return f"{doc.get('kind', '?')} ({api_version})"
+    return None
+
+
+def check_text(text: str, file: str) -> list[Report]:
+    """Reports for every document of one YAML text."""
+    try:
+        docs = list(yaml.safe_load_all(text))
+        nodes = list(yaml.compose_all(text))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        return [Report(file, 0, None, [(Issue("(yaml)", f"not valid YAML: {getattr(exc, 'problem', exc)}"), line)])]
+    reports = []
+    for index, (doc, node) in enumerate(zip(docs, nodes)):
+        if doc is None:
+            continue
+        name = doc.get("metadata", {}).get("name") if isinstance(doc, dict) and isinstance(doc.get("metadata"), dict) else None
+        other = _is_other_kind(doc)
+        if other:
+            reports.append(Report(file, index, name, skipped=other))
+            continue
+        _, issues = parse(doc)
+        reports.append(Report(file, index, name, [(issue, locate(node, issue.path)) for issue in issues]))
+    if not any(r.skipped is None for r in reports):
+        reports.append(Report(file, 0, None, [(Issue("(file)", f"no {KIND} manifest found"), None)]))
+    return reports
+
+
+def check_file(file: str) -> list[Report]:
+    if file == "-":
+        return check_text(sys.stdin.read(), "<stdin>")
+    with open(file, encoding="utf-8") as handle:
+        return check_text(handle.read(), file)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("files", nargs="+", metavar="FILE", help="YAML manifests ('-' for stdin)")
+    parser.add_argument("--strict", action="store_true", help="treat warnings as errors")
+    parser.add_argument("-q", "--quiet", action="store_true", help="print only findings, not valid manifests")
+    parser.add_argument("-o", "--output", choices=("text", "json"), default="text", help="output format")
+
+
+def _text(report: Report, quiet: bool) -> list[str]:
+    what = f"{KIND} {report.name}" if report.name else f"document {report.document + 1}"
+    if report.skipped:
+        return [] if quiet else [f"{report.file}: skipped {report.skipped}"]
+    lines = []
+    for issue, line in report.issues:
+        where = f"{report.file}:{line}" if line else report.file
+        lines.append(f"{where}: {issue.severity}: {issue.path}: {issue.message}")
+    if not quiet or report.errors:
+        verdict = "invalid" if report.errors else "valid"
+        extra = f" ({report.errors} error(s), {report.warnings} warning(s))" if report.issues else ""
+        lines.append(f"{report.file}: {what}: {verdict}{extra}")
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    reports: list[Report] = []
+    for file in args.files:
+        try:
+            reports.extend(check_file(file))
+        except OSError as exc:
+            print(f"streamapp validate: cannot read {file}: {exc.strerror}", file=sys.stderr)
+            return 2
+    if args.output == "json":
+        print(json.dumps([
+            {"file": r.file, "document": r.document, "name": r.name, "skipped": r.skipped,
+             "issues": [{"path": i.path, "message": i.message, "severity": i.severity, "line": line}
+                        for i, line in r.issues]}
+            for r in reports], indent=2))
+    else:
+        for report in reports:
+            for line in _text(report, args.quiet):
+                print(line)
+    failed = any(r.errors or (args.strict and r.warnings) for r in reports)
+    return 1 if failed else 0
