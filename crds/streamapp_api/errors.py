@@ -19,6 +19,8 @@ from .durations import (
     SPARK_MEMORY_HELP,
     SPARK_MEMORY_PATTERN,
 )
+from .sources import BOOTSTRAP_PATTERN
+from .spec import APP_NAME_HELP, APP_NAME_PATTERN
 from .steps import ACCUMULATE_FUNCTIONS, ACCUMULATE_PATTERN
 
 Loc = tuple[str | int, ...]
@@ -30,6 +32,8 @@ _PATTERN_HELP = {
     COLUMN_PATTERN: COLUMN_HELP,
     TOPIC_PATTERN: TOPIC_HELP,
     K8S_NAME_PATTERN: "a Kubernetes object name: lowercase letters, digits, '-' and '.'",
+    BOOTSTRAP_PATTERN: "a comma-separated list of host:port",
+    APP_NAME_PATTERN: APP_NAME_HELP,
     ACCUMULATE_PATTERN: "one of " + ", ".join(f"{f}(expr)" for f in ACCUMULATE_FUNCTIONS),
 }
 

@@ -71,28 +71,21 @@ def check_source(source: Source | Table, path: str) -> Iterator[Issue]:
 
 
 def check_window(window: Window, path: str) -> Iterator[Issue]:
-    if window.type == "tumbling":
-        if window.size is None:
-            yield Issue(f"{path}.size", "a tumbling window needs size")
-        for extra in ("advance", "gap"):
-            if getattr(window, extra) is not None:
-                yield Issue(f"{path}.{extra}", f"a tumbling window takes size only; remove {extra}")
-    elif window.type == "hopping":
-        if window.size is None:
-            yield Issue(f"{path}.size", "a hopping window needs size")
-        if window.advance is None:
-            yield Issue(f"{path}.advance", "a hopping window needs advance (how often a window starts)")
-        if window.gap is not None:
-            yield Issue(f"{path}.gap", "a hopping window takes size and advance; remove gap")
-    else:
-        if window.gap is None:
-            yield Issue(f"{path}.gap", "a session window needs gap")
-        for extra in ("size", "advance"):
-            if getattr(window, extra) is not None:
-                yield Issue(f"{path}.{extra}", f"a session window takes gap only; remove {extra}")
+    if window.type != "session" and window.size is None:
+        yield Issue(f"{path}.size", f"a {window.type} window needs size")
+    if window.type == "session" and window.size is not None:
+        yield Issue(f"{path}.size", "a session window has no size (it lasts until gap passes without events); remove size")
+    if window.type == "hopping" and window.advance is None:
+        yield Issue(f"{path}.advance", "a hopping window needs advance (how often a window starts)")
+    if window.type != "hopping" and window.advance is not None:
+        yield Issue(f"{path}.advance", f"advance is only for hopping windows, this one is {window.type}; remove it")
+    if window.type == "session" and window.gap is None:
+        yield Issue(f"{path}.gap", "a session window needs gap (the inactivity that closes a session)")
+    if window.type != "session" and window.gap is not None:
+        yield Issue(f"{path}.gap", f"gap is only for session windows, this one is {window.type}; remove it")
     if window.size and window.advance and parse_duration(window.advance) > parse_duration(window.size):
         yield Issue(f"{path}.advance", f"advance {window.advance} is longer than size {window.size}; "
-                    "advance must be at most size (windows would leave gaps)")
+                    "advance must not be longer than size (windows would leave gaps)")
 
 
 def check_join(join: Join, path: str) -> Iterator[Issue]:
@@ -101,16 +94,16 @@ def check_join(join: Join, path: str) -> Iterator[Issue]:
         return
     if join.stream is not None:
         if join.within is None:
-            yield Issue(f"{path}.within", "a stream join needs within (the time bound between the two records)")
+            yield Issue(f"{path}.within", "within is required for a stream join (the time bound between the two records)")
         if join.using is None:
-            yield Issue(f"{path}.using", "a stream join needs using (columns equal on both sides)")
+            yield Issue(f"{path}.using", "using is required for a stream join (columns equal on both sides)")
         if join.key is not None:
             yield Issue(f"{path}.key", "key is only for table joins; a stream join matches the columns listed in using")
     else:
         if join.within is not None:
-            yield Issue(f"{path}.within", "within is only for stream joins; a table join sees the table's current value")
+            yield Issue(f"{path}.within", "within is not allowed for a table join: it sees the table's current row")
         if join.using is not None:
-            yield Issue(f"{path}.using", "using is only for stream joins; a table join looks up key (default _key)")
+            yield Issue(f"{path}.using", "using is not allowed for a table join (a table is joined by key, default _key)")
 
 
 def check_step(step: Step, path: str) -> Iterator[Issue]:
@@ -143,9 +136,9 @@ def check_settings(app: StreamApp) -> Iterator[Issue]:
     if spec.executors is not None:
         high = scaling.max_executors
         if spec.executors < scaling.min_executors or (high is not None and spec.executors > high):
-            yield Issue("spec.executors", f"executors {spec.executors} must lie within scaling.minExecutors "
-                        f"({scaling.min_executors}) and scaling.maxExecutors ({high or 'unbounded'}) "
-                        "(use suspend to stop the app)")
+            yield Issue("spec.executors", f"executors {spec.executors} must lie within scaling.minExecutors and "
+                        f"scaling.maxExecutors (here {scaling.min_executors}..{high or 'unbounded'}); "
+                        "use suspend to stop the app")
     policy = spec.restart_policy
     if parse_duration(policy.backoff) > parse_duration(policy.max_backoff):
         yield Issue("spec.restartPolicy.backoff", f"backoff {policy.backoff} exceeds maxBackoff "

@@ -129,7 +129,7 @@ def _order(deps: dict[str, list[tuple[str, str]]], issues: list[Issue]) -> list[
         if state.get(name) == "active":
             names = [n for n, _ in trail]
             cycle = names[names.index(name):] + [name]
-            issues.append(Issue(trail[-1][1], "cycle: " + " -> ".join(cycle) + "; streams must form a DAG"))
+            issues.append(Issue(trail[-1][1], "cycle: " + " -> ".join(cycle) + " (each reads the next); streams must not depend on themselves"))
             bad.update(cycle)
             return
         state[name] = "active"
@@ -157,7 +157,8 @@ def _emit_issues(lineage: Lineage, stream_path: str) -> tuple[str, list[Issue]]:
         emit_path, mode, _ = (own or list(lineage.emits))[0]
     else:
         emit_path = None
-        mode = "final" if all(w and m for _, w, m in lineage.aggregations) else "updates"
+        windowed = all(w and m for _, w, m in lineage.aggregations)
+        mode = "final" if windowed or lineage.stream_joins else "updates"
     if mode == "final":
         for path, windowed, watermarked in lineage.aggregations:
             if not windowed:

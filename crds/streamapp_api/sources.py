@@ -43,6 +43,7 @@ _SCHEMA_KEYS_RULE = cel(
     "schema column names must be SQL identifiers: letters, digits and '_', not starting with a digit",
 )
 SchemaMap = dict[str, str]
+BOOTSTRAP_PATTERN = r"^[A-Za-z0-9._-]+:[0-9]{1,5}(,[A-Za-z0-9._-]+:[0-9]{1,5})*$"
 
 
 def _schema_field(description: str):
@@ -132,7 +133,7 @@ class Kafka(ApiModel):
 
     bootstrap_servers: str = Field(
         description="Comma-separated host:port list of Kafka brokers, e.g. 'kafka:9092'.",
-        pattern=r"^[A-Za-z0-9._-]+:[0-9]{1,5}(,[A-Za-z0-9._-]+:[0-9]{1,5})*$",
+        pattern=BOOTSTRAP_PATTERN,
         max_length=1024,
     )
     options: dict[str, str] | None = Field(
@@ -152,7 +153,7 @@ class Kafka(ApiModel):
 _ONE_TOPIC = cel(
     "has(self.topic) != has(self.topics)",
     "set exactly one of topic or topics",
-    reason="FieldValueInvalid",
+    field_path=".topic",
 )
 _JSON_SCHEMA = cel(
     "self.format != 'json' || has(self.schema)",

@@ -45,7 +45,8 @@ class Stream(ApiModel):
         description="When aggregated or joined rows are emitted. final: once per window and key, when "
         "the watermark closes the window (needs a watermark; Spark append mode). updates: every "
         "time a row changes (Spark update mode; not with stream-stream joins). Default: final when "
-        "every aggregation upstream is windowed over a watermarked event time, else updates. "
+        "every aggregation upstream is windowed over a watermarked event time or a stream-stream join "
+        "is upstream, else updates. "
         "Streams reading this one inherit it.",
     )
 

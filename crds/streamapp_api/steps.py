@@ -105,21 +105,15 @@ class Join(ApiModel):
 
 
 _WINDOW_RULES = (
-    cel(
-        "self.type != 'tumbling' || (has(self.size) && !has(self.advance) && !has(self.gap))",
-        "a tumbling window needs size only (no advance, no gap)",
-        field_path=".size",
-    ),
-    cel(
-        "self.type != 'hopping' || (has(self.size) && has(self.advance) && !has(self.gap))",
-        "a hopping window needs size and advance (no gap)",
-        field_path=".advance",
-    ),
-    cel(
-        "self.type != 'session' || (has(self.gap) && !has(self.size) && !has(self.advance))",
-        "a session window needs gap only (no size, no advance)",
-        field_path=".gap",
-    ),
+    cel("self.type == 'session' || has(self.size)", "tumbling and hopping windows need size", field_path=".size"),
+    cel("self.type != 'session' || !has(self.size)",
+        "a session window has no size (it lasts until gap passes without events); remove size", field_path=".size"),
+    cel("self.type != 'hopping' || has(self.advance)",
+        "a hopping window needs advance (how often a window starts)", field_path=".advance"),
+    cel("self.type == 'hopping' || !has(self.advance)", "advance is only for hopping windows; remove it",
+        field_path=".advance"),
+    cel("self.type != 'session' || has(self.gap)", "a session window needs gap", field_path=".gap"),
+    cel("self.type == 'session' || !has(self.gap)", "gap is only for session windows; remove it", field_path=".gap"),
     cel(
         "!has(self.size) || !has(self.advance) || "
         f"{cel_millis('self.advance')} <= {cel_millis('self.size')}",

@@ -50,10 +50,10 @@ def locate(node: yaml.Node | None, path: str) -> int | None:
                     break
         elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
             child = node.value[part]
+            line = child.start_mark.line + 1
         if child is None:
             break
         node = child
-        line = node.start_mark.line + 1
     return line
 
 

@@ -1,0 +1,132 @@
+"""`streamapp validate` end to end through main(): exit codes, output format, multi-document files."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from streamapp_api import cli
+from streamapp_api.validate_cli import locate, path_parts
+
+pytestmark = pytest.mark.unit
+ROOT = Path(__file__).resolve().parents[2]
+GOOD = ROOT / "examples" / "word-count.yaml"
+BAD = ROOT / "tests" / "manifests" / "invalid" / "hopping-advance-longer-than-size.yaml"
+
+SECRET = """apiVersion: v1
+kind: Secret
+metadata: {name: pg}
+stringData: {uri: "postgresql://app:secret@postgres:5432/app"}
+"""
+
+
+def run(capsys, *argv):
+    code = cli.main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_valid_file_exits_zero(capsys):
+    code, out, _ = run(capsys, "validate", str(GOOD))
+    assert code == 0
+    assert "StreamApp word-count: valid" in out
+
+
+def test_invalid_file_names_file_line_and_field(capsys):
+    code, out, _ = run(capsys, "validate", str(BAD))
+    assert code == 1
+    line = next(l for l in out.splitlines() if "error:" in l)
+    location, _, rest = line.partition(": error: ")
+    assert location == f"{BAD}:{_line_of(BAD, 'advance: 5m')}"
+    assert rest.startswith("spec.streams[0].steps[1].window.advance: advance 5m is longer than size 1m")
+    assert "must not be longer than size" in rest
+
+
+def _line_of(path: Path, text: str) -> int:
+    return next(i for i, l in enumerate(path.read_text().splitlines(), 1) if text in l)
+
+
+def test_several_files_fail_if_one_fails(capsys):
+    code, out, _ = run(capsys, "validate", str(GOOD), str(BAD))
+    assert code == 1
+    assert "word-count: valid" in out and "invalid" in out
+
+
+def test_multi_document_file_skips_other_kinds(tmp_path, capsys):
+    path = tmp_path / "app.yaml"
+    path.write_text(SECRET + "---\n" + GOOD.read_text() + "---\n" + BAD.read_text())
+    code, out, _ = run(capsys, "validate", str(path))
+    assert code == 1
+    assert "skipped Secret (v1)" in out
+    assert "word-count: valid" in out
+    assert "bad-hopping-advance-longer-than-size: invalid" in out
+
+
+def test_file_without_streamapp_is_an_error(tmp_path, capsys):
+    path = tmp_path / "secret.yaml"
+    path.write_text(SECRET)
+    code, out, _ = run(capsys, "validate", str(path))
+    assert code == 1 and "no StreamApp manifest found" in out
+
+
+def test_yaml_syntax_error_points_at_the_line(tmp_path, capsys):
+    path = tmp_path / "broken.yaml"
+    path.write_text("apiVersion: streamapp.io/v1alpha1\nkind: StreamApp\nspec: [unclosed\n")
+    code, out, _ = run(capsys, "validate", str(path))
+    assert code == 1
+    assert f"{path}:" in out and "not valid YAML" in out
+
+
+def test_missing_file_is_a_usage_error(tmp_path, capsys):
+    code, _, err = run(capsys, "validate", str(tmp_path / "nope.yaml"))
+    assert code == 2 and "cannot read" in err
+
+
+def test_json_output(capsys):
+    code, out, _ = run(capsys, "validate", "-o", "json", str(BAD))
+    assert code == 1
+    (report,) = json.loads(out)
+    paths = [i["path"] for i in report["issues"]]
+    assert "spec.streams[0].steps[1].window.advance" in paths
+
+
+def test_strict_turns_warnings_into_failure(tmp_path, capsys):
+    text = GOOD.read_text().replace("  sinks:\n", "  tables:\n  - {name: unused, topic: t, format: string}\n  sinks:\n")
+    path = tmp_path / "warn.yaml"
+    path.write_text(text)
+    assert run(capsys, "validate", str(path))[0] == 0
+    code, out, _ = run(capsys, "validate", "--strict", str(path))
+    assert code == 1 and "warning: spec.tables[0].name" in out
+
+
+def test_unknown_command_and_no_command(capsys):
+    assert run(capsys, "explode")[0] == 2
+    assert run(capsys)[0] == 2
+
+
+def test_unavailable_command_module_is_reported(capsys, monkeypatch):
+    monkeypatch.setitem(cli.COMMANDS, "run", cli.Command("streamapp_runtime_not_installed.cli", "run a pipeline"))
+    code, _, err = run(capsys, "run", "x")
+    assert code == 2 and "not available" in err
+
+
+def test_crd_command_prints_the_crd(capsys):
+    code, out, _ = run(capsys, "crd")
+    assert code == 0 and out == (ROOT / "crds" / "streamapp.io_streamapps.yaml").read_text()
+
+
+@pytest.mark.parametrize("path, parts", [
+    ("spec.streams[0].steps[2].window.advance", ["spec", "streams", 0, "steps", 2, "window", "advance"]),
+    ("spec.kafka.options[group.id]", ["spec", "kafka", "options", "group.id"]),
+    ("spec.sources[0].schema[user-id]", ["spec", "sources", 0, "schema", "user-id"]),
+])
+def test_path_parts(path, parts):
+    assert path_parts(path) == parts
+
+
+def test_locate_falls_back_to_the_deepest_existing_node():
+    import yaml
+    node = yaml.compose("a:\n  b:\n  - x: 1\n  - y: 2\n")
+    assert locate(node, "a.b[1].y") == 4
+    assert locate(node, "a.b[1].missing") == 4
+    assert locate(node, "a.c") == 1

@@ -1,0 +1,78 @@
+"""Every example validates; every invalid manifest is refused with a message naming its field.
+
+Invalid manifests live in tests/manifests/invalid/, each starting with comment lines:
+  # expect: <field path the refusal names (the reported path is this field or one inside it)>
+  # refused-by: apiserver | validate   (apiserver: the CRD schema or CEL refuses it, so
+  #                                      `kubectl apply --dry-run=server` must fail too)
+  # message: <fragment of streamapp validate's message>
+  # why: <what is wrong, in words>
+`streamapp validate` must refuse all of them: it checks everything the API server checks and more.
+"""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from streamapp_api import load, validate
+from streamapp_api.validate_cli import check_file
+
+pytestmark = pytest.mark.unit
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
+INVALID = sorted((ROOT / "tests" / "manifests" / "invalid").glob("*.yaml"))
+SEED_SCENARIOS = {
+    "click-sessions", "not-looking-at-facebook", "pos-invoices", "word-count", "log-routing",
+    "stock-stats", "search-clicks", "profile-enrichment",
+}
+
+
+def header(path: Path) -> dict[str, str]:
+    fields = {}
+    for line in path.read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        key, _, value = line.lstrip("# ").partition(": ")
+        fields[key] = value.strip()
+    return fields
+
+
+def names_field(reported: str, expected: str) -> bool:
+    return reported == expected or reported.startswith((expected + ".", expected + "["))
+
+
+def test_one_example_per_seed_scenario():
+    assert {p.stem for p in EXAMPLES} >= SEED_SCENARIOS
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_example_is_valid_and_commented(path):
+    assert path.read_text().startswith("# "), "each example starts with a short comment"
+    documents = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    assert documents
+    for document in documents:
+        issues = validate(document)
+        assert [str(i) for i in issues] == []
+        app = load(document)
+        assert app.metadata.name == path.stem
+
+
+def test_enough_invalid_manifests_for_both_refusers():
+    by = [header(p).get("refused-by") for p in INVALID]
+    assert len(INVALID) >= 30
+    assert set(by) == {"apiserver", "validate"}
+    assert by.count("apiserver") >= 15
+
+
+@pytest.mark.parametrize("path", INVALID, ids=lambda p: p.stem)
+def test_invalid_manifest_is_refused_naming_the_field(path):
+    fields = header(path)
+    assert {"expect", "refused-by", "message", "why"} <= set(fields), f"{path.name}: header incomplete"
+    assert fields["refused-by"] in ("apiserver", "validate")
+    (report,) = check_file(str(path))
+    errors = [issue for issue, _ in report.issues if issue.severity == "error"]
+    assert errors, f"{path.name} was accepted"
+    matching = [i for i in errors if names_field(i.path, fields["expect"])]
+    assert matching, f"no error names {fields['expect']}: {[str(i) for i in errors]}"
+    assert any(fields["message"].lower() in i.message.lower() for i in matching), [str(i) for i in matching]
+    assert all(line is not None for _, line in report.issues), "every finding points at a line"

@@ -1,0 +1,245 @@
+"""Semantic checks as tables: a small valid app, one change, the exact finding (or none)."""
+
+import copy
+import subprocess
+import sys
+
+import pytest
+
+from streamapp_api import InvalidSpec, load, parse, validate
+from streamapp_api.flow import select_names
+
+pytestmark = pytest.mark.unit
+
+BASE = {
+    "apiVersion": "streamapp.io/v1alpha1",
+    "kind": "StreamApp",
+    "metadata": {"name": "t"},
+    "spec": {
+        "kafka": {"bootstrapServers": "kafka:9092"},
+        "sources": [
+            {"name": "clicks", "topic": "clicks", "eventTime": "ts", "watermark": "30s",
+             "schema": {"user": "string", "event": "string", "amount": "double", "ts": "timestamp"}},
+            {"name": "views", "topic": "views", "eventTime": "ts", "watermark": "30s",
+             "schema": {"user": "string", "page": "string", "ts": "timestamp"}},
+        ],
+        "tables": [{"name": "profiles", "topic": "profiles", "key": "user",
+                    "schema": {"user": "string", "tier": "string", "event": "string"}}],
+        "streams": [{"name": "out", "from": "clicks", "steps": []}],
+        "sinks": [{"from": "out", "kafka": {"topic": "out"}}],
+    },
+}
+
+
+def app_with(steps, emit=None, **spec):
+    doc = copy.deepcopy(BASE)
+    doc["spec"]["streams"][0]["steps"] = steps
+    if emit:
+        doc["spec"]["streams"][0]["emit"] = emit
+    doc["spec"].update(spec)
+    return doc
+
+
+def errors(doc):
+    return [(i.path, i.message) for i in validate(doc) if i.severity == "error"]
+
+
+WINDOW = {"window": {"type": "tumbling", "size": "1m"}}
+AGG = {"aggregate": {"groupBy": ["user"], "columns": {"n": "count(*)"}}}
+STREAM_JOIN = {"join": {"stream": "views", "using": ["user"], "within": "5s"}}
+
+
+@pytest.mark.parametrize("steps, emit", [
+    ([], None),
+    ([{"filter": "amount > 0"}, {"select": ["user", "amount * 2 AS double_amount", "ts"]}], None),
+    ([WINDOW, AGG], "final"),
+    ([WINDOW, AGG], "updates"),
+    ([AGG], "updates"),
+    ([AGG], None),  # default: updates for a running aggregate
+    ([STREAM_JOIN], None),  # default: final (append), which stream joins need
+    ([STREAM_JOIN, WINDOW, AGG], "final"),  # chained stateful operators in append mode
+    ([{"join": {"table": "profiles", "key": "user", "type": "left"}}, {"filter": "tier = 'gold'"}], None),
+    ([{"dedupe": {"keys": ["user", "event"], "within": "10m"}}, WINDOW, AGG], "final"),
+    ([{"keyBy": "user"}, {"accumulate": {"columns": {"total": "sum(amount)"}}}], None),
+    ([{"explode": {"column": "event", "as": "e"}}], None),
+    ([{"sql": "SELECT user, count(*) AS n FROM input GROUP BY user"}], "updates"),
+    ([{"window": {"type": "session", "gap": "5m"}}, AGG], "final"),
+    ([{"window": {"type": "hopping", "size": "10m", "advance": "1m"}}, AGG], "final"),
+])
+def test_valid_pipelines(steps, emit):
+    assert errors(app_with(steps, emit)) == []
+
+
+@pytest.mark.parametrize("steps, emit, path, fragment", [
+    ([WINDOW], None, "spec.streams[0].steps[0].window", "followed directly by an aggregate"),
+    ([WINDOW, {"filter": "true"}, AGG], None, "spec.streams[0].steps[0].window", "followed directly"),
+    ([{"window": {"type": "session", "gap": "5m"}}, {"aggregate": {"columns": {"n": "count(*)"}}}], None,
+     "spec.streams[0].steps[1].aggregate.groupBy", "session window needs at least one groupBy"),
+    ([AGG], "final", "spec.streams[0].steps[0].aggregate", "emit: final needs a window"),
+    ([STREAM_JOIN, AGG], None, "spec.streams[0].steps[1].aggregate", "emit: final needs a window"),
+    ([STREAM_JOIN], "updates", "spec.streams[0].emit", "not possible after a stream-stream join"),
+    ([AGG, {"accumulate": {"columns": {"t": "sum(n)"}}}], "updates", "spec.streams[0].steps[1].accumulate",
+     "one aggregation per query"),
+    ([{"select": ["user", "amount"]}, WINDOW, AGG], "final", "spec.streams[0].steps[1].window", "no event-time column"),
+    ([{"withColumns": {"ts": "current_timestamp()"}}, WINDOW, AGG], "final", "spec.streams[0].emit",
+     "needs a watermark"),
+    ([{"join": {"table": "profiles", "key": "customer"}}], None, "spec.streams[0].steps[0].join.key", "does not exist"),
+    ([{"join": {"stream": "views", "using": ["page"], "within": "5s"}}], None,
+     "spec.streams[0].steps[0].join.using[0]", "'page' does not exist in 'out'"),
+    ([{"join": {"stream": "out", "using": ["user"], "within": "5s"}}], None,
+     "spec.streams[0].steps[0].join.stream", "cannot join itself"),
+    ([{"accumulate": {"key": ["customer"], "columns": {"t": "sum(amount)"}}}], None,
+     "spec.streams[0].steps[0].accumulate.key[0]", "does not exist"),
+    ([{"dedupe": {"keys": ["session"], "within": "1m"}}], None, "spec.streams[0].steps[0].dedupe.keys[0]", "does not exist"),
+    ([{"select": ["user", "upper(event)"]}], None, "spec.streams[0].steps[0].select[1]", "AS name"),
+    ([{"select": ["nope"]}], None, "spec.streams[0].steps[0].select[0]", "does not exist"),
+    ([{"sql": "SELECT * FROM clicks"}], None, "spec.streams[0].steps[0].sql", "'input'"),
+    ([{"filter": "a", "sql": "SELECT * FROM input"}], None, "spec.streams[0].steps[0]", "keys filter, sql"),
+    ([{"window": {"type": "hopping", "size": "1m", "advance": "2m"}}, AGG], None,
+     "spec.streams[0].steps[0].window.advance", "advance 2m is longer than size 1m"),
+    ([{"window": {"type": "hopping", "size": "1h", "advance": "1d"}}, AGG], None,
+     "spec.streams[0].steps[0].window.advance", "longer than size"),
+    ([{"join": {"table": "profiles", "using": ["user"]}}], None, "spec.streams[0].steps[0].join.using", "table join"),
+])
+def test_refused_pipelines(steps, emit, path, fragment):
+    found = errors(app_with(steps, emit))
+    assert any(p == path and fragment in m for p, m in found), found
+
+
+def test_stream_join_needs_watermarks_on_both_sides():
+    doc = app_with([STREAM_JOIN])
+    del doc["spec"]["sources"][1]["watermark"]
+    assert errors(doc) == [("spec.streams[0].steps[0].join.stream",
+                            "a stream-stream join needs a watermark on both sides; 'views' has none "
+                            "(set watermark on its source)")]
+
+
+def test_emit_mode_is_inherited_and_conflicts_are_named_downstream():
+    doc = app_with([WINDOW, AGG], "final")
+    doc["spec"]["streams"].append({"name": "big", "from": "out", "steps": [{"filter": "n > 1"}], "emit": "updates"})
+    doc["spec"]["sinks"].append({"from": "big", "kafka": {"topic": "big"}})
+    found = errors(doc)
+    assert [p for p, _ in found] == ["spec.streams[1].emit"]
+    assert "out (final)" in found[0][1]
+
+
+def test_aggregations_across_streams_count_per_query():
+    doc = app_with([AGG], "updates")
+    doc["spec"]["streams"].append({"name": "top", "from": "out", "steps": [
+        {"aggregate": {"columns": {"most": "max(n)"}}}]})
+    doc["spec"]["sinks"].append({"from": "top", "kafka": {"topic": "top"}})
+    assert [p for p, _ in errors(doc)] == ["spec.streams[1].steps[0].aggregate"]
+
+
+@pytest.mark.parametrize("change, path, fragment", [
+    (lambda s: s["streams"][0].update({"from": "profiles"}), "spec.streams[0].from", "is a table"),
+    (lambda s: s["streams"][0].update({"from": "nowhere"}), "spec.streams[0].from", "not defined"),
+    (lambda s: s["sinks"][0].update({"from": "nowhere"}), "spec.sinks[0].from", "not defined"),
+    (lambda s: s["tables"][0].update({"name": "clicks"}), "spec.tables[0].name", "already used"),
+    (lambda s: s["streams"].append({"name": "out", "from": "clicks"}), "spec.streams[1].name", "already used"),
+    (lambda s: s["streams"][0].update({"name": "input"}) or s["sinks"][0].update({"from": "input"}),
+     "spec.streams[0].name", "reserved"),
+    (lambda s: s["streams"].extend([{"name": "a", "from": "b"}, {"name": "b", "from": "a"}]),
+     "spec.streams[2].from", "cycle: a -> b -> a (each reads the next)"),
+    (lambda s: s["sinks"].append({"from": "out", "kafka": {"topic": "out"}}), "spec.sinks[1].name", "also used"),
+    (lambda s: s["sinks"].__setitem__(0, {"from": "out", "postgres": {"secretRef": {"name": "pg"}, "table": "t",
+                                                                    "primaryKey": ["user", "nope"]}}),
+     "spec.sinks[0].postgres.primaryKey[1]", "does not exist"),
+    (lambda s: s["sinks"][0]["kafka"].update({"key": "nope"}), "spec.sinks[0].kafka.key", "does not exist"),
+    (lambda s: s["sources"][0].update({"eventTime": "event"}), "spec.sources[0].eventTime", "must be a timestamp"),
+    (lambda s: s["sources"][0]["schema"].update({"tags": "list<string>"}), "spec.sources[0].schema.tags",
+     "not a Spark SQL type"),
+    (lambda s: s["tables"][0].update({"key": "id"}), "spec.tables[0].key", "not in the table's schema"),
+    (lambda s: s.update({"kafka": {"bootstrapServers": "k:9092", "options": {"kafka.group.id": "x"}}}),
+     "spec.kafka.options[kafka.group.id]", "managed by Spark"),
+    (lambda s: s.update({"sparkConf": {"executor.memory": "1g"}}), "spec.sparkConf[executor.memory]", "start with 'spark.'"),
+    (lambda s: s.update({"sparkConf": {"spark.dynamicAllocation.enabled": "true"}}),
+     "spec.sparkConf[spark.dynamicAllocation.enabled]", "managed by the operator"),
+    (lambda s: s.update({"deadLetter": {"topic": "clicks"}}), "spec.deadLetter.topic", "also an input topic"),
+    (lambda s: s.update({"scaling": {"minExecutors": 3, "maxExecutors": 2}}), "spec.scaling.minExecutors",
+     "must not exceed maxExecutors"),
+    (lambda s: s.update({"executors": 2, "scaling": {"minExecutors": 3}}), "spec.executors", "within"),
+    (lambda s: s.update({"restartPolicy": {"backoff": "2d", "maxBackoff": "1d"}}), "spec.restartPolicy.backoff",
+     "must not exceed maxBackoff"),
+    (lambda s: s["sources"][0].update({"topics": ["a"]}), "spec.sources[0].topic", "exactly one of topic or topics"),
+    (lambda s: s["sources"][1].update({"format": "string"}), "spec.sources[1].schema", "remove schema"),
+    (lambda s: s["sinks"][0].update({"postgres": {"secretRef": {"name": "pg"}, "table": "t", "primaryKey": ["user"]}}),
+     "spec.sinks[0]", "exactly one of kafka or postgres"),
+])
+def test_refused_specs(change, path, fragment):
+    doc = copy.deepcopy(BASE)
+    change(doc["spec"])
+    found = errors(doc)
+    assert any(p == path and fragment in m for p, m in found), found
+
+
+@pytest.mark.parametrize("change, path, fragment", [
+    (lambda s: s.update({"shufflePartitions": 4}), "spec.shufflePartitions", "has no effect"),
+    (lambda s: s["streams"][0]["steps"].extend([AGG]) or s.update(
+        {"shufflePartitions": 2, "scaling": {"maxExecutors": 4}}), "spec.shufflePartitions", "at most 2 of the 8"),
+    (lambda s: s.update({"state": {"checkpoint": {"accessModes": ["ReadWriteOnce"]}}}),
+     "spec.state.checkpoint.accessModes", "ReadWriteMany"),
+    (lambda s: s["sinks"][0]["kafka"].update({"topic": "clicks"}), "spec.sinks[0].kafka.topic", "read back"),
+    (lambda s: s["streams"][0]["steps"].extend([WINDOW, AGG]) or s["sinks"].__setitem__(
+        0, {"from": "out", "postgres": {"secretRef": {"name": "pg"}, "table": "t", "primaryKey": ["user"]}}),
+     "spec.sinks[0].postgres.primaryKey", "window_start"),
+])
+def test_warnings_do_not_fail(change, path, fragment):
+    doc = copy.deepcopy(BASE)
+    change(doc["spec"])
+    found = validate(doc)
+    assert [i for i in found if i.severity == "error"] == []
+    assert any(i.path == path and fragment in i.message and i.severity == "warning" for i in found), found
+    load(doc)
+
+
+@pytest.mark.parametrize("document, path, fragment", [
+    ({**BASE, "kind": "Deployment"}, "kind", "'StreamApp'"),
+    ({**BASE, "apiVersion": "streamapp.io/v1"}, "apiVersion", "'streamapp.io/v1alpha1'"),
+    ({**BASE, "metadata": {"name": "Bad_Name"}}, "metadata.name", "DNS label"),
+    ({**BASE, "spec": {**BASE["spec"], "sourcez": []}}, "spec.sourcez", "allowed fields here: image"),
+    ({**BASE, "spec": {**BASE["spec"], "sources": []}}, "spec.sources", "at least 1"),
+    ({**BASE, "spec": {**BASE["spec"], "trigger": 10}}, "spec.trigger", "expected a string"),
+    ({**BASE, "spec": {**BASE["spec"], "executors": "three"}}, "spec.executors", "expected an integer"),
+])
+def test_shape_errors_name_the_field(document, path, fragment):
+    app, issues = parse(document)
+    assert app is None
+    assert any(i.path == path and fragment in i.message for i in issues), [str(i) for i in issues]
+
+
+def test_load_raises_with_all_errors():
+    doc = app_with([WINDOW], "final")
+    doc["spec"]["sinks"][0]["from"] = "nowhere"
+    with pytest.raises(InvalidSpec) as info:
+        load(doc)
+    assert {i.path for i in info.value.issues} == {"spec.streams[0].steps[0].window", "spec.sinks[0].from"}
+
+
+def test_defaults_and_helpers():
+    app = load(app_with([]))
+    spec = app.spec
+    assert (spec.scaling.min_executors, spec.scaling.max_executors, spec.executors) == (1, None, None)
+    assert spec.state.checkpoint.access_modes == ["ReadWriteMany"] and spec.state.retain_on_delete
+    assert spec.sources[0].starting_offsets == "earliest" and spec.sources[0].format == "json"
+    assert spec.sinks[0].query_name == "out-out"
+    assert spec.dead_letter.enabled and spec.dead_letter.topic is None
+    assert app.to_dict()["spec"]["restartPolicy"] == {"backoff": "10s", "maxBackoff": "5m", "maxRestarts": 0}
+
+
+@pytest.mark.parametrize("items, names, star", [
+    (["a", "b AS c", "upper(x) as Y"], ["a", "c", "Y"], False),
+    (["*", "1 AS one"], ["one"], True),
+    (["f(x)"], [None], False),
+])
+def test_select_names(items, names, star):
+    assert select_names(items) == (names, star)
+
+
+def test_api_package_imports_no_spark_kopf_or_kubernetes():
+    code = ("import sys, streamapp_api, streamapp_api.cli, streamapp_api.crd, streamapp_api.validate_cli; "
+            "bad = [m for m in ('pyspark', 'kopf', 'kubernetes') if m in sys.modules]; print(bad); sys.exit(bool(bad))")
+    import os
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p.endswith("crds")) or "crds")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
