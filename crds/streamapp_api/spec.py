@@ -273,3 +273,9 @@ class StreamApp(BaseModel):
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    @property
+    def dead_letter_topic(self) -> str | None:
+        """The dead-letter topic in effect (None when disabled)."""
+        letter = self.spec.dead_letter
+        return (letter.topic or f"{self.metadata.name}.dlq") if letter.enabled else None

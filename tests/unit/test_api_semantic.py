@@ -223,7 +223,7 @@ def test_defaults_and_helpers():
     assert spec.state.checkpoint.access_modes == ["ReadWriteMany"] and spec.state.retain_on_delete
     assert spec.sources[0].starting_offsets == "earliest" and spec.sources[0].format == "json"
     assert spec.sinks[0].query_name == "out-out"
-    assert spec.dead_letter.enabled and spec.dead_letter.topic is None
+    assert spec.dead_letter.enabled and spec.dead_letter.topic is None and app.dead_letter_topic == "t.dlq"
     assert app.to_dict()["spec"]["restartPolicy"] == {"backoff": "10s", "maxBackoff": "5m", "maxRestarts": 0}
 
 
