@@ -1,0 +1,57 @@
+"""``python -m streamapp_operator``: run the operator (kopf) with its metrics on their own port."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from datetime import timedelta
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m streamapp_operator", description=__doc__)
+    parser.add_argument("-n", "--namespace", action="append", default=[],
+                        help="watch only this namespace (repeatable); default: the whole cluster")
+    parser.add_argument("--metrics-port", type=int, default=int(os.environ.get("STREAMAPP_OPERATOR_METRICS_PORT", "8080")),
+                        help="port of the operator's Prometheus metrics (0: off)")
+    parser.add_argument("--metrics-address", default="0.0.0.0")
+    parser.add_argument("--runtime-image", default=os.environ.get("STREAMAPP_RUNTIME_IMAGE"),
+                        help="runtime image for apps without spec.image")
+    parser.add_argument("--resync", type=float, default=float(os.environ.get("STREAMAPP_OPERATOR_RESYNC", "30")),
+                        help="seconds between periodic reconciles of each app (partition counts, status)")
+    parser.add_argument("--scale-debounce", type=float, default=60.0,
+                        help="seconds a partition-driven executor count must hold before the app is restarted with it")
+    parser.add_argument("--peering", default=None,
+                        help="kopf peering name for several operator replicas; default: standalone (no peering)")
+    parser.add_argument("--liveness", default=None, help="kopf liveness endpoint, e.g. http://0.0.0.0:8081/healthz")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    args = parser.parse_args(argv)
+
+    os.environ["STREAMAPP_OPERATOR_RESYNC"] = str(args.resync)  # read when the handlers are declared
+    import kopf
+
+    from . import handlers, names
+    from .decide.world import Settings
+    from .report import metrics
+
+    kopf.configure(verbose=args.verbose)
+    logging.getLogger("kubernetes").setLevel(logging.WARNING)
+    handlers.RECONCILER.settings = Settings(
+        default_image=args.runtime_image or names.DEFAULT_RUNTIME_IMAGE,
+        scale_debounce=timedelta(seconds=args.scale_debounce),
+    )
+    if args.metrics_port:
+        metrics.serve(args.metrics_port, args.metrics_address)
+    kopf.run(
+        standalone=args.peering is None,
+        peering_name=args.peering,
+        namespaces=args.namespace,
+        clusterwide=not args.namespace,
+        liveness_endpoint=args.liveness,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

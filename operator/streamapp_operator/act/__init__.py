@@ -1,0 +1,1 @@
+"""Carry out a Plan: idempotent creates (409 = already there), merge patches, fenced driver changes."""

@@ -1,0 +1,43 @@
+"""Execute one Plan against the API server, in an order that is safe to interrupt anywhere.
+
+Deletions of the driver are recorded in status first (so an interrupted restart is not mistaken
+for a failure); creations are recorded after they happen. The driver pod is created last, after
+every child it needs, and only ever with create-if-absent: its fixed name is the fence.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from .. import names
+from ..decide.world import Observed, Plan
+from ..kubeapi import Kube
+from ..report.status import write_status
+
+log = logging.getLogger(__name__)
+
+
+def execute(kube: Kube, obs: Observed, plan: Plan) -> list[str]:
+    """Apply the plan; returns a short log of what was done (for events and tests)."""
+    done: list[str] = []
+    if plan.status_first and write_status(kube, obs, plan.status):
+        done.append("status")
+    for obj in plan.create:
+        if kube.create(obj):
+            done.append(f"created {obj['kind']}/{obj['metadata']['name']}")
+    for patch in plan.patch:
+        kube.patch(patch)
+        done.append(f"patched {patch['kind']}/{patch['metadata']['name']}")
+    pod_name = names.driver_pod(obs.name)
+    if plan.driver == "create" and plan.driver_pod is not None:
+        if kube.create(plan.driver_pod):
+            done.append(f"created Pod/{pod_name}")
+        else:
+            log.info("driver pod %s/%s already exists: left as it is", obs.namespace, pod_name)
+    elif plan.driver in ("delete", "delete_now"):
+        grace = 0 if plan.driver == "delete_now" else None  # None: the pod's own grace period (SIGTERM first)
+        if kube.delete("Pod", obs.namespace, pod_name, grace_seconds=grace, uid=obs.driver.uid):
+            done.append(f"deleted Pod/{pod_name}")
+    if not plan.status_first and write_status(kube, obs, plan.status):
+        done.append("status")
+    return done

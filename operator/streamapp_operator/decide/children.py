@@ -1,0 +1,63 @@
+"""Which rendered children are missing and which need a patch to converge.
+
+Only the fields the operator owns and may change are compared: labels and owner references
+everywhere, plus a Role's rules, a RoleBinding's subjects and a Service's ports. Immutable parts (a
+claim's spec, a binding's roleRef) are created once and left alone; the ConfigMap is the driver's
+input and is written by the plan, never here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+MUTABLE = {"Role": ("rules",), "RoleBinding": ("subjects",), "Service": ("spec.ports",)}
+
+
+def key(obj: dict) -> str:
+    return f"{obj['kind']}/{obj['metadata']['name']}"
+
+
+def _get(obj: dict, path: str) -> Any:
+    for part in path.split("."):
+        obj = (obj or {}).get(part)
+    return obj
+
+
+def _owner_uids(obj: dict) -> list[str]:
+    return sorted(ref.get("uid", "") for ref in obj.get("metadata", {}).get("ownerReferences") or [])
+
+
+def converge(rendered: dict, observed: dict) -> dict | None:
+    """A merge patch (with apiVersion, kind and name) bringing ``observed`` to ``rendered``, or None."""
+    patch: dict[str, Any] = {}
+    meta_r, meta_o = rendered["metadata"], observed.get("metadata", {})
+    labels = {k: v for k, v in meta_r.get("labels", {}).items() if (meta_o.get("labels") or {}).get(k) != v}
+    if labels:
+        patch.setdefault("metadata", {})["labels"] = labels
+    if _owner_uids(rendered) != _owner_uids(observed):
+        patch.setdefault("metadata", {})["ownerReferences"] = meta_r.get("ownerReferences") or None
+    for path in MUTABLE.get(rendered["kind"], ()):
+        if _get(rendered, path) != _get(observed, path):
+            head, *rest = path.split(".")
+            value = _get(rendered, path)
+            patch[head] = {rest[0]: value} if rest else value
+    if not patch:
+        return None
+    meta = patch.setdefault("metadata", {})
+    meta["name"] = meta_r["name"]
+    meta["namespace"] = meta_r["namespace"]
+    return {"apiVersion": rendered["apiVersion"], "kind": rendered["kind"], **patch}
+
+
+def plan_children(rendered: list[dict], observed: dict[str, dict | None]) -> tuple[list[dict], list[dict]]:
+    """(objects to create, patches to apply), ConfigMap excluded from patches."""
+    create, patches = [], []
+    for obj in rendered:
+        current = observed.get(key(obj))
+        if current is None:
+            create.append(obj)
+        elif obj["kind"] != "ConfigMap":
+            patch = converge(obj, current)
+            if patch:
+                patches.append(patch)
+    return create, patches

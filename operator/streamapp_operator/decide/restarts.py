@@ -1,0 +1,93 @@
+"""What to do about the driver pod: keep it, replace it after a backoff, or give up.
+
+The pod's fixed name is the fence: a new driver is only ever created when no pod of that name
+exists, so "create" is only returned for an absent pod.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal
+
+from streamapp_api import parse_duration
+from streamapp_api.spec import RestartPolicy
+
+PodState = Literal["absent", "pending", "running", "terminating", "failed", "succeeded"]
+# How long a driver must run before its consecutive restart count is forgotten.
+STABLE_AFTER = timedelta(minutes=10)
+
+
+@dataclass(frozen=True)
+class PodObservation:
+    state: PodState
+    exit_code: int | None = None
+    reason: str | None = None
+    running_since: datetime | None = None
+
+
+@dataclass(frozen=True)
+class RestartHistory:
+    restarts: int = 0
+    last_restart: datetime | None = None
+    driver_expected: bool = False  # status says a driver was created and not deliberately stopped
+    gave_up: bool = False
+
+
+# keep: leave the driver; wait: look again later; create: start a driver; record_failure: count a
+# restart, then clear the dead pod; clear: delete a dead pod already counted; give_up: phase Failed.
+Action = Literal["keep", "wait", "create", "record_failure", "clear", "give_up", "reset_count"]
+
+
+@dataclass(frozen=True)
+class RestartDecision:
+    action: Action
+    reason: str = ""
+    delay: timedelta | None = None
+    exit_code: int | None = None
+
+
+def backoff(restarts: int, policy: RestartPolicy) -> timedelta:
+    """Delay before restart number ``restarts`` (1-based): backoff doubled each time, capped."""
+    if restarts <= 0:
+        return timedelta(0)
+    base, cap = parse_duration(policy.backoff), parse_duration(policy.max_backoff)
+    return min(base * (2 ** min(restarts - 1, 30)), cap)
+
+
+def restart_decision(pod: PodObservation, history: RestartHistory, policy: RestartPolicy,
+                     now: datetime) -> RestartDecision:
+    if pod.state == "terminating":
+        return RestartDecision("wait", "old driver still terminating")
+    if pod.state in ("failed", "succeeded"):
+        why = f"driver {'exited' if pod.state == 'succeeded' else 'failed'}"
+        if pod.reason:
+            why += f" ({pod.reason})"
+        if pod.exit_code is not None:
+            why += f" with exit code {pod.exit_code}"
+        if history.gave_up:  # the dead pod stays for inspection
+            return RestartDecision("give_up", why, exit_code=pod.exit_code)
+        if not history.driver_expected:  # already counted: just clear the dead pod away
+            return RestartDecision("clear", why, exit_code=pod.exit_code)
+        return _count(history, policy, why, pod.exit_code)
+    if pod.state in ("pending", "running"):
+        if (pod.state == "running" and history.restarts and pod.running_since is not None
+                and now - pod.running_since >= STABLE_AFTER):
+            return RestartDecision("reset_count", "driver ran long enough")
+        return RestartDecision("keep")
+    # absent
+    if history.gave_up:
+        return RestartDecision("give_up", "maxRestarts reached")
+    if history.driver_expected:
+        return _count(history, policy, "driver pod disappeared", None)
+    if history.restarts and history.last_restart is not None:
+        ready_at = history.last_restart + backoff(history.restarts, policy)
+        if now < ready_at:
+            return RestartDecision("wait", "restart backoff", ready_at - now)
+    return RestartDecision("create", "no driver")
+
+
+def _count(history: RestartHistory, policy: RestartPolicy, why: str, exit_code: int | None) -> RestartDecision:
+    if policy.max_restarts and history.restarts >= policy.max_restarts:
+        return RestartDecision("give_up", f"{why}; gave up after {history.restarts} restarts", exit_code=exit_code)
+    return RestartDecision("record_failure", why, backoff(history.restarts + 1, policy), exit_code)

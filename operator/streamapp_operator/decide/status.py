@@ -1,0 +1,77 @@
+"""Fold what was decided into the status object: phase, conditions, counters, observedGeneration.
+
+Conditions keep their lastTransitionTime while their status does not change, so a reconcile that
+changes nothing produces an identical status and nothing is written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+CONDITION_TYPES = ("Ready", "Progressing", "Degraded", "SpecValid")
+
+
+@dataclass(frozen=True)
+class Cond:
+    type: str
+    status: bool
+    reason: str
+    message: str = ""
+
+
+def rfc3339(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def fold_conditions(old: list[dict] | None, new: list[Cond], now: datetime, generation: int) -> list[dict]:
+    previous = {c.get("type"): c for c in old or []}
+    out = []
+    for cond in new:
+        status = "True" if cond.status else "False"
+        before = previous.get(cond.type)
+        since = before.get("lastTransitionTime") if before and before.get("status") == status else None
+        entry = {"type": cond.type, "status": status, "reason": cond.reason,
+                 "lastTransitionTime": since or rfc3339(now), "observedGeneration": generation}
+        if cond.message:
+            entry["message"] = cond.message[:32768]
+        out.append(entry)
+    return out
+
+
+def fold_status(old: dict[str, Any], *, phase: str, message: str, conditions: list[Cond], now: datetime,
+                generation: int, **fields: Any) -> dict[str, Any]:
+    """The complete new status. ``fields`` are status keys (camelCase); None removes a key."""
+    status: dict[str, Any] = {
+        "observedGeneration": generation,
+        "phase": phase,
+        "message": message,
+        "conditions": fold_conditions(old.get("conditions"), conditions, now, generation),
+    }
+    for key, value in fields.items():
+        if value is not None:
+            status[key] = value
+    return status
+
+
+KNOWN = ("observedGeneration", "phase", "message", "conditions", "executors", "selector", "partitions", "lag",
+         "restarts", "lastRestartTime", "driverPod", "state", "sinks")
+
+
+def status_patch(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """A merge patch turning ``old`` into ``new`` (keys the operator owns and no longer sets become null)."""
+    patch: dict[str, Any] = {k: v for k, v in new.items() if old.get(k) != v}
+    for key in KNOWN:
+        if key in old and key not in new:
+            patch[key] = None
+    return patch

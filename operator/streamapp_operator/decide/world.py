@@ -1,0 +1,104 @@
+"""The plain data decisions are made from (what observe/ gathers) and what they produce (a Plan)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from streamapp_api import Issue, StreamApp, StreamAppSpec
+
+from .restarts import PodObservation
+from .scaling import PendingScale
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What the ConfigMap says the (next) driver runs: the last spec acted on and Spark settings."""
+
+    spec: StreamAppSpec | None
+    executors: int | None
+    shuffle_partitions: int | None
+
+
+@dataclass(frozen=True)
+class Driver:
+    """The driver pod as observed, with what it was started with (from its annotations)."""
+
+    pod: PodObservation
+    executors: int | None = None
+    state_generation: str | None = None
+    config_hash: str | None = None
+    ip: str | None = None
+    uid: str | None = None
+
+
+@dataclass(frozen=True)
+class Kafka:
+    partitions: int | None = None  # summed over source topics
+    largest_topic: int | None = None  # most partitions of any input topic (shuffle default)
+    error: str | None = None
+    missing_topics: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Progress:
+    lag: int | None = None
+    last_batch: datetime | None = None
+    sink_lag: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class Observed:
+    name: str
+    namespace: str
+    uid: str
+    generation: int
+    status: dict[str, Any]
+    app: StreamApp | None  # None: the spec is invalid (see issues)
+    issues: tuple[Issue, ...] = ()
+    children: dict[str, dict | None] = field(default_factory=dict)  # "Kind/name" -> object or None
+    applied: Applied | None = None
+    driver: Driver = field(default_factory=lambda: Driver(PodObservation("absent")))
+    kafka: Kafka = field(default_factory=Kafka)
+    progress: Progress = field(default_factory=Progress)
+
+
+@dataclass(frozen=True)
+class Memory:
+    """What one operator process remembers between reconciles of one app (lost on restart: harmless)."""
+
+    pending_scale: PendingScale | None = None
+    kafka_failures: int = 0
+
+
+@dataclass(frozen=True)
+class Settings:
+    default_image: str
+    scale_debounce: timedelta = timedelta(seconds=60)
+    terminating_poll: timedelta = timedelta(seconds=2)
+
+
+@dataclass(frozen=True)
+class Event:
+    type: Literal["Normal", "Warning"]
+    reason: str
+    message: str
+
+
+DriverAction = Literal["create", "delete", "delete_now"]
+
+
+@dataclass(frozen=True)
+class Plan:
+    status: dict[str, Any]
+    create: tuple[dict, ...] = ()  # children missing, in order
+    patch: tuple[dict, ...] = ()  # children to converge (merge patches carrying kind and name)
+    driver: DriverAction | None = None
+    driver_pod: dict | None = None  # the pod to create
+    status_first: bool = False  # deletions: record intent in status before acting
+    events: tuple[Event, ...] = ()
+    requeue: timedelta | None = None
+    memory: Memory = field(default_factory=Memory)
+    restarted: bool = False
+    desired_executors: int | None = None

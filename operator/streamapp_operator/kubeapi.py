@@ -1,0 +1,123 @@
+"""A small JSON client over the Kubernetes API: objects stay plain dicts, exactly as the API speaks.
+
+Errors are a small vocabulary: NotFound, Conflict (409: already there / stale), and ApiError for the
+rest. The kubernetes package only provides the connection (kubeconfig or in-cluster credentials).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import quote
+
+from kubernetes import client, config
+
+from streamapp_api import GROUP, PLURAL, VERSION
+
+PLURALS = {
+    "Pod": "pods", "Service": "services", "ConfigMap": "configmaps", "ServiceAccount": "serviceaccounts",
+    "PersistentVolumeClaim": "persistentvolumeclaims", "Event": "events", "Role": "roles",
+    "RoleBinding": "rolebindings", "StreamApp": PLURAL,
+}
+API_VERSIONS = {"Role": "rbac.authorization.k8s.io/v1", "RoleBinding": "rbac.authorization.k8s.io/v1",
+                "StreamApp": f"{GROUP}/{VERSION}"}
+MERGE = "application/merge-patch+json"
+TIMEOUT = 30
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, reason: str, body: Any = None):
+        self.status, self.reason, self.body = status, reason, body
+        message = body.get("message") if isinstance(body, dict) else body
+        super().__init__(f"{status} {reason}: {message}")
+
+
+class NotFound(ApiError):
+    pass
+
+
+class Conflict(ApiError):
+    pass
+
+
+def load_config() -> client.ApiClient:
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config()
+    return client.ApiClient()
+
+
+def path(kind: str, namespace: str | None, name: str | None = None, subresource: str | None = None) -> str:
+    api_version = API_VERSIONS.get(kind, "v1")
+    prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+    out = prefix + (f"/namespaces/{quote(namespace)}" if namespace else "") + f"/{PLURALS[kind]}"
+    if name:
+        out += f"/{quote(name)}"
+    if subresource:
+        out += f"/{subresource}"
+    return out
+
+
+class Kube:
+    def __init__(self, api_client: client.ApiClient | None = None):
+        self.client = api_client or load_config()
+
+    def request(self, method: str, url_path: str, body: Any = None, query: dict | None = None,
+                content_type: str = "application/json", timeout: float = TIMEOUT) -> Any:
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type
+        method, url, headers, data, _ = self.client.param_serialize(
+            method, url_path, query_params=list((query or {}).items()), header_params=headers, body=body,
+            auth_settings=["BearerToken"])
+        response = self.client.call_api(method, url, headers, data, _request_timeout=timeout)
+        response.read()
+        text = response.data.decode() if isinstance(response.data, bytes) else response.data
+        try:
+            payload = json.loads(text) if text else None
+        except ValueError:
+            payload = text
+        if response.status >= 400:
+            error = {404: NotFound, 409: Conflict}.get(response.status, ApiError)
+            raise error(response.status, response.reason, payload)
+        return payload
+
+    # --- verbs over plain objects ------------------------------------------------------------
+    def get(self, kind: str, namespace: str, name: str) -> dict | None:
+        try:
+            return self.request("GET", path(kind, namespace, name))
+        except NotFound:
+            return None
+
+    def list(self, kind: str, namespace: str, selector: str | None = None) -> list[dict]:
+        query = {"labelSelector": selector} if selector else None
+        return self.request("GET", path(kind, namespace), query=query).get("items", [])
+
+    def create(self, obj: dict) -> bool:
+        """Create-if-absent: True when created, False when it was already there (409)."""
+        meta = obj["metadata"]
+        try:
+            self.request("POST", path(obj["kind"], meta.get("namespace")), body=obj)
+            return True
+        except Conflict:
+            return False
+
+    def patch(self, obj: dict, subresource: str | None = None) -> dict:
+        meta = obj["metadata"]
+        return self.request("PATCH", path(obj["kind"], meta["namespace"], meta["name"], subresource),
+                            body=obj, content_type=MERGE)
+
+    def delete(self, kind: str, namespace: str, name: str, grace_seconds: int | None = None,
+               uid: str | None = None) -> bool:
+        """Delete if present (True when a delete was issued). ``uid`` guards against deleting a successor."""
+        body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+        if grace_seconds is not None:
+            body["gracePeriodSeconds"] = grace_seconds
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        try:
+            self.request("DELETE", path(kind, namespace, name), body=body)
+            return True
+        except (NotFound, Conflict):
+            return False

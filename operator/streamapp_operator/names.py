@@ -1,0 +1,101 @@
+"""Deterministic names, labels and the few constants shared by rendering and decisions.
+
+Every child of a StreamApp is named from the app's name alone, so a second create of the same child
+is a 409 and never a duplicate. The driver pod's fixed name is also the fence: the API server cannot
+hold two pods of that name, so a new driver can only exist once the old one is gone.
+"""
+
+from __future__ import annotations
+
+from streamapp_api import API_VERSION, KIND
+
+GROUP_PREFIX = "streamapp.io"
+LABEL_APP = f"{GROUP_PREFIX}/app"
+LABEL_COMPONENT = f"{GROUP_PREFIX}/component"
+MANAGED_BY = "streamapp-operator"
+
+# Annotations on the driver pod: what it was started with.
+ANN_EXECUTORS = f"{GROUP_PREFIX}/executors"
+ANN_STATE_GENERATION = f"{GROUP_PREFIX}/state-generation"
+ANN_CONFIG_HASH = f"{GROUP_PREFIX}/config-hash"
+
+CONFIG_DIR = "/etc/streamapp"
+CHECKPOINT_MOUNT = "/var/lib/streamapp/checkpoint"
+SPARK_LOCAL_DIR = "/var/lib/spark/local"
+METRICS_PORT = 9090
+DRIVER_PORT = 7078
+BLOCK_MANAGER_PORT = 7079
+DEFAULT_RUNTIME_IMAGE = "streamapp/runtime:0.1.0"
+CHECKPOINT_VOLUME = "checkpoint"
+
+
+def driver_pod(app: str) -> str:
+    return f"{app}-driver"
+
+
+def driver_service(app: str) -> str:
+    return f"{app}-driver"
+
+
+def service_account(app: str) -> str:
+    return f"{app}-driver"
+
+
+def role(app: str) -> str:
+    return f"{app}-driver"
+
+
+def role_binding(app: str) -> str:
+    return f"{app}-driver"
+
+
+def config_map(app: str) -> str:
+    return f"{app}-config"
+
+
+def checkpoint_claim(app: str) -> str:
+    return f"{app}-checkpoint"
+
+
+def executor_prefix(app: str) -> str:
+    return f"{app}-exec"
+
+
+def state_generation(reset_nonce: str | None) -> str:
+    """The checkpoint sub-directory of one state generation: a reset starts a fresh one."""
+    return f"gen-{reset_nonce or '0'}"
+
+
+def checkpoint_dir(reset_nonce: str | None) -> str:
+    return f"{CHECKPOINT_MOUNT}/{state_generation(reset_nonce)}"
+
+
+def labels(app: str, component: str) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "streamapp",
+        "app.kubernetes.io/instance": app,
+        "app.kubernetes.io/component": component,
+        "app.kubernetes.io/managed-by": MANAGED_BY,
+        LABEL_APP: app,
+        LABEL_COMPONENT: component,
+    }
+
+
+def driver_selector(app: str) -> str:
+    return f"{LABEL_APP}={app},{LABEL_COMPONENT}=driver"
+
+
+def executor_selector(app: str) -> str:
+    """Label selector of the executor pods (the scale subresource's status.selector)."""
+    return f"{LABEL_APP}={app},{LABEL_COMPONENT}=executor"
+
+
+def owner_reference(app_name: str, app_uid: str) -> dict:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "name": app_name,
+        "uid": app_uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }

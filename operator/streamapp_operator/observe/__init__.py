@@ -1,0 +1,1 @@
+"""Read the world: the app and its children (Kubernetes), partition counts (Kafka), progress (driver)."""

@@ -1,0 +1,88 @@
+"""Observe one StreamApp and its children through the API server."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import yaml
+from pydantic import ValidationError
+
+from streamapp_api import StreamApp, parse
+
+from .. import names
+from ..decide.restarts import PodObservation
+from ..decide.status import parse_time
+from ..decide.world import Applied, Driver
+from ..kubeapi import Kube
+from ..render.config import parse_properties
+
+CHILD_KINDS = (
+    ("ServiceAccount", names.service_account), ("Role", names.role), ("RoleBinding", names.role_binding),
+    ("PersistentVolumeClaim", names.checkpoint_claim), ("ConfigMap", names.config_map),
+    ("Service", names.driver_service),
+)
+
+
+def checked_app(body: dict) -> tuple[StreamApp | None, list]:
+    """The app as the API holds it, checked like ``streamapp validate`` (status left out)."""
+    document = {k: v for k, v in body.items() if k != "status"}
+    app, issues = parse(document)
+    errors = [i for i in issues if i.severity == "error"]
+    return (None if errors else app), errors
+
+
+def children(kube: Kube, namespace: str, app: str) -> dict[str, dict | None]:
+    return {f"{kind}/{name(app)}": kube.get(kind, namespace, name(app)) for kind, name in CHILD_KINDS}
+
+
+def applied(config_map: dict | None) -> Applied | None:
+    """What the ConfigMap says the driver runs (None when there is none or it cannot be read)."""
+    if not config_map:
+        return None
+    data = config_map.get("data") or {}
+    try:
+        spec = StreamApp.model_validate(yaml.safe_load(data.get("streamapp.yaml", ""))).spec
+    except (ValidationError, yaml.YAMLError, TypeError):
+        spec = None
+    props = parse_properties(data.get("spark.properties", ""))
+
+    def number(key: str) -> int | None:
+        try:
+            return int(props[key])
+        except (KeyError, ValueError):
+            return None
+
+    return Applied(spec, number("spark.executor.instances"), number("spark.sql.shuffle.partitions"))
+
+
+def pod_observation(pod: dict | None) -> PodObservation:
+    if pod is None:
+        return PodObservation("absent")
+    status = pod.get("status") or {}
+    if pod["metadata"].get("deletionTimestamp"):
+        return PodObservation("terminating")
+    phase = status.get("phase")
+    if phase in ("Failed", "Succeeded"):
+        exit_code, reason = None, status.get("reason")
+        for container in status.get("containerStatuses") or []:
+            terminated = (container.get("state") or {}).get("terminated")
+            if container.get("name") == "driver" and terminated:
+                exit_code, reason = terminated.get("exitCode"), terminated.get("reason") or reason
+        return PodObservation("failed" if phase == "Failed" else "succeeded", exit_code, reason)
+    if phase == "Running":
+        started: datetime | None = parse_time(status.get("startTime"))
+        return PodObservation("running", running_since=started)
+    return PodObservation("pending")
+
+
+def driver(pod: dict | None) -> Driver:
+    if pod is None:
+        return Driver(PodObservation("absent"))
+    annotations = pod["metadata"].get("annotations") or {}
+    try:
+        executors = int(annotations.get(names.ANN_EXECUTORS, ""))
+    except ValueError:
+        executors = None
+    return Driver(pod_observation(pod), executors, annotations.get(names.ANN_STATE_GENERATION),
+                  annotations.get(names.ANN_CONFIG_HASH), (pod.get("status") or {}).get("podIP"),
+                  pod["metadata"].get("uid"))

@@ -1,0 +1,70 @@
+"""One reconcile of one StreamApp: observe → decide (pure) → act (idempotent) → report.
+
+Everything that triggers work (create, update, resume, the timer, a driver pod's event) ends up
+here; it always starts from a fresh read of the app, so it is level-based and safe to repeat.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from . import names
+from .act.apply import execute
+from .decide.plan import plan as decide
+from .decide.world import Memory, Observed, Plan, Progress, Settings
+from .kubeapi import Kube
+from .observe import kafka as kafka_observe
+from .observe import kube as kube_observe
+from .observe import metrics as metrics_observe
+from .report import events, metrics
+
+
+@dataclass
+class Outcome:
+    plan: Plan | None
+    done: list[str] = field(default_factory=list)
+
+
+def observe(kube: Kube, body: dict) -> Observed:
+    meta = body["metadata"]
+    namespace, name = meta["namespace"], meta["name"]
+    app, issues = kube_observe.checked_app(body)
+    common = dict(name=name, namespace=namespace, uid=meta["uid"], generation=int(meta.get("generation") or 0),
+                  status=dict(body.get("status") or {}))
+    if app is None:
+        return Observed(app=None, issues=tuple(issues), **common)
+    children = kube_observe.children(kube, namespace, name)
+    driver = kube_observe.driver(kube.get("Pod", namespace, names.driver_pod(name)))
+    progress = metrics_observe.observe(driver.ip) if driver.pod.state == "running" else Progress()
+    return Observed(
+        app=app, children=children,
+        applied=kube_observe.applied(children.get(f"ConfigMap/{names.config_map(name)}")),
+        driver=driver, kafka=kafka_observe.observe(app), progress=progress, **common,
+    )
+
+
+def reconcile(kube: Kube, namespace: str, name: str, settings: Settings, memory: Memory,
+              now: datetime | None = None) -> Outcome:
+    started = time.monotonic()
+    result = "error"
+    try:
+        body = kube.get("StreamApp", namespace, name)
+        if body is None or body["metadata"].get("deletionTimestamp"):
+            metrics.forget(namespace, name)
+            result = "gone"
+            return Outcome(None)
+        obs = observe(kube, body)
+        moment = now or datetime.now(timezone.utc)
+        plan = decide(obs, settings, memory, moment)
+        done = execute(kube, obs, plan)
+        if done:
+            events.post(kube, obs, plan.events, moment)
+        result = "invalid" if obs.app is None else ("changed" if done else "unchanged")
+        metrics.record(namespace, name, result, time.monotonic() - started, plan.status.get("phase"),
+                       plan.restarted, plan.desired_executors, obs.kafka.partitions)
+        return Outcome(plan, done)
+    finally:
+        if result == "error":
+            metrics.record(namespace, name, result, time.monotonic() - started)

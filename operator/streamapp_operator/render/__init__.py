@@ -1,0 +1,40 @@
+"""Pure rendering: a checked StreamApp plus the operator's decisions → the exact objects to apply.
+
+No I/O here. ``render_all`` is what the operator applies and what ``streamapp render`` prints.
+"""
+
+from __future__ import annotations
+
+from streamapp_api import StreamApp
+
+from .common import Launch, metadata, namespace_of
+from .config import config_hash, render_config_map, spark_properties
+from .driver import render_driver_pod
+from .rbac import DRIVER_RULES, render_role, render_role_binding, render_service_account
+from .service import render_service
+from .storage import render_checkpoint_claim
+
+__all__ = [
+    "DRIVER_RULES", "Launch", "config_hash", "metadata", "namespace_of", "render_all", "render_children",
+    "render_checkpoint_claim", "render_config_map", "render_driver_pod", "render_role",
+    "render_role_binding", "render_service", "render_service_account", "spark_properties",
+]
+
+
+def render_children(app: StreamApp, uid: str, launch: Launch) -> list[dict]:
+    """Everything but the driver pod, in the order they must exist (the pod needs all of them)."""
+    return [
+        render_service_account(app, uid),
+        render_role(app, uid),
+        render_role_binding(app, uid),
+        render_checkpoint_claim(app, uid),
+        render_config_map(app, uid, launch),
+        render_service(app, uid),
+    ]
+
+
+def render_all(app: StreamApp, uid: str, launch: Launch) -> list[dict]:
+    """Every object of one StreamApp, the driver pod last."""
+    children = render_children(app, uid, launch)
+    config = children[4]
+    return children + [render_driver_pod(app, uid, launch, config_hash(config))]

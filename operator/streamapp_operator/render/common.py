@@ -1,0 +1,38 @@
+"""What every rendered object shares: metadata with labels and the owner reference."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from streamapp_api import StreamApp
+
+from .. import names
+
+
+@dataclass(frozen=True)
+class Launch:
+    """The operator's decisions a driver is started with (everything else comes from the spec)."""
+
+    executors: int
+    shuffle_partitions: int
+    default_image: str = names.DEFAULT_RUNTIME_IMAGE
+
+
+def namespace_of(app: StreamApp) -> str:
+    return app.metadata.namespace or "default"
+
+
+def metadata(app: StreamApp, uid: str, name: str, component: str, owned: bool = True, **extra) -> dict:
+    meta = {
+        "name": name,
+        "namespace": namespace_of(app),
+        "labels": names.labels(app.metadata.name, component),
+    }
+    if owned:
+        meta["ownerReferences"] = [names.owner_reference(app.metadata.name, uid)]
+    meta.update(extra)
+    return meta
+
+
+def image_of(app: StreamApp, launch: Launch) -> str:
+    return app.spec.image or launch.default_image

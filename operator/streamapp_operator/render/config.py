@@ -1,0 +1,101 @@
+"""The ConfigMap the runtime reads: the validated manifest and the Spark configuration decided here.
+
+See docs/runtime-contract.md: ``streamapp.yaml`` is apiVersion/kind/metadata/spec of the checked
+app; ``spark.properties`` is one ``key=value`` a line, applied verbatim by the runtime.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import yaml
+
+from streamapp_api import StreamApp, spark_memory
+
+from .. import names
+from .common import Launch, image_of, metadata, namespace_of
+
+STATE_STORE_PROVIDERS = {
+    "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+    "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
+}
+_VOLUME = f"spark.kubernetes.executor.volumes.persistentVolumeClaim.{names.CHECKPOINT_VOLUME}"
+
+
+def manifest(app: StreamApp) -> dict:
+    """The app as the runtime reads it: no status, metadata reduced to what identifies it."""
+    meta: dict = {"name": app.metadata.name, "namespace": namespace_of(app)}
+    if app.metadata.labels:
+        meta["labels"] = dict(sorted(app.metadata.labels.items()))
+    return {"apiVersion": app.api_version, "kind": app.kind, "metadata": meta, "spec": app.spec.to_dict()}
+
+
+def spark_properties(app: StreamApp, launch: Launch) -> dict[str, str]:
+    name, spec = app.metadata.name, app.spec
+    props = {
+        "spark.master": "k8s://https://kubernetes.default.svc",
+        "spark.submit.deployMode": "client",
+        "spark.app.name": name,
+        "spark.kubernetes.namespace": namespace_of(app),
+        "spark.kubernetes.driver.pod.name": names.driver_pod(name),
+        "spark.kubernetes.executor.podNamePrefix": names.executor_prefix(name),
+        "spark.kubernetes.container.image": image_of(app, launch),
+        "spark.kubernetes.executor.deleteOnTermination": "true",
+        f"spark.kubernetes.executor.label.{names.LABEL_APP}": name,
+        f"spark.kubernetes.executor.label.{names.LABEL_COMPONENT}": "executor",
+        "spark.driver.port": str(names.DRIVER_PORT),
+        "spark.driver.blockManager.port": str(names.BLOCK_MANAGER_PORT),
+        "spark.blockManager.port": str(names.BLOCK_MANAGER_PORT),
+        "spark.driver.cores": str(spec.driver.cores),
+        "spark.driver.memory": spark_memory(spec.driver.memory),
+        "spark.executor.instances": str(launch.executors),
+        "spark.executor.cores": str(spec.executor.cores),
+        "spark.executor.memory": spark_memory(spec.executor.memory),
+        f"{_VOLUME}.options.claimName": names.checkpoint_claim(name),
+        f"{_VOLUME}.mount.path": names.CHECKPOINT_MOUNT,
+        f"{_VOLUME}.mount.readOnly": "false",
+        "spark.sql.shuffle.partitions": str(launch.shuffle_partitions),
+        "spark.sql.streaming.stateStore.providerClass": STATE_STORE_PROVIDERS[spec.state.store],
+    }
+    if spec.image_pull_policy:
+        props["spark.kubernetes.container.image.pullPolicy"] = spec.image_pull_policy
+    if spec.driver.memory_overhead:
+        props["spark.driver.memoryOverhead"] = spark_memory(spec.driver.memory_overhead)
+    if spec.executor.memory_overhead:
+        props["spark.executor.memoryOverhead"] = spark_memory(spec.executor.memory_overhead)
+    for key, value in (spec.spark_conf or {}).items():
+        props.setdefault(key, value)  # the validator refuses managed keys; never let one win anyway
+    return dict(sorted(props.items()))
+
+
+def properties_text(props: dict[str, str]) -> str:
+    return "".join(f"{key}={value}\n" for key, value in props.items())
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    props = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            key, value = line.split("=", 1)
+            props[key.strip()] = value.strip()
+    return props
+
+
+def render_config_map(app: StreamApp, uid: str, launch: Launch) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": metadata(app, uid, names.config_map(app.metadata.name), "config"),
+        "data": {
+            "streamapp.yaml": yaml.safe_dump(manifest(app), sort_keys=False, default_flow_style=False),
+            "spark.properties": properties_text(spark_properties(app, launch)),
+        },
+    }
+
+
+def config_hash(config_map: dict) -> str:
+    """A short digest of the ConfigMap's data, annotated on the driver started with it."""
+    text = json.dumps(config_map.get("data") or {}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -1,0 +1,116 @@
+"""The driver pod: the runtime in Spark client mode, non-root, read-only root, no privilege.
+
+Its restartPolicy is Never: the operator, not the kubelet, decides when a driver is replaced, and
+only once the old pod is gone (the fixed pod name is the fence).
+"""
+
+from __future__ import annotations
+
+from streamapp_api import StreamApp, spark_memory_mib
+
+from .. import names
+from .common import Launch, image_of, metadata
+
+SPARK_UID = 185  # the user of the Apache Spark images
+
+
+def pod_memory_mib(memory: str, overhead: str | None) -> int:
+    """Heap plus overhead, Spark's way: the overhead defaults to 10% of the heap, at least 384 MiB."""
+    heap = spark_memory_mib(memory)
+    extra = spark_memory_mib(overhead) if overhead else max(384, heap // 10)
+    return heap + extra
+
+
+def _env(app: StreamApp) -> list[dict]:
+    return [
+        {"name": "STREAMAPP_CHECKPOINT_DIR", "value": names.checkpoint_dir(app.spec.state.reset_nonce)},
+        {"name": "STREAMAPP_METRICS_PORT", "value": str(names.METRICS_PORT)},
+        {"name": "STREAMAPP_POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        {"name": "SPARK_LOCAL_DIRS", "value": names.SPARK_LOCAL_DIR},
+        {"name": "HOME", "value": "/tmp"},
+    ]
+
+
+def _container(app: StreamApp, launch: Launch) -> dict:
+    spec = app.spec
+    memory = f"{pod_memory_mib(spec.driver.memory, spec.driver.memory_overhead)}Mi"
+    container = {
+        "name": "driver",
+        "image": image_of(app, launch),
+        "command": ["streamapp", "run", f"{names.CONFIG_DIR}/streamapp.yaml",
+                    "--spark-conf", f"{names.CONFIG_DIR}/spark.properties"],
+        "env": _env(app),
+        "ports": [
+            {"name": "driver-rpc", "containerPort": names.DRIVER_PORT, "protocol": "TCP"},
+            {"name": "blockmanager", "containerPort": names.BLOCK_MANAGER_PORT, "protocol": "TCP"},
+            {"name": "metrics", "containerPort": names.METRICS_PORT, "protocol": "TCP"},
+        ],
+        "resources": {
+            "requests": {"cpu": str(spec.driver.cores), "memory": memory},
+            "limits": {"memory": memory},
+        },
+        "readinessProbe": {
+            "httpGet": {"path": "/healthz", "port": "metrics"},
+            "periodSeconds": 10,
+            "failureThreshold": 3,
+        },
+        "securityContext": {
+            "runAsNonRoot": True,
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "privileged": False,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "volumeMounts": [
+            {"name": "config", "mountPath": names.CONFIG_DIR, "readOnly": True},
+            {"name": names.CHECKPOINT_VOLUME, "mountPath": names.CHECKPOINT_MOUNT},
+            {"name": "tmp", "mountPath": "/tmp"},
+            {"name": "spark-local", "mountPath": names.SPARK_LOCAL_DIR},
+        ],
+    }
+    if spec.image_pull_policy:
+        container["imagePullPolicy"] = spec.image_pull_policy
+    if spec.kafka.secret_ref is not None:
+        container["envFrom"] = [{"prefix": "STREAMAPP_KAFKA_", "secretRef": {"name": spec.kafka.secret_ref.name}}]
+    return container
+
+
+def render_driver_pod(app: StreamApp, uid: str, launch: Launch, config_hash: str) -> dict:
+    name = app.metadata.name
+    annotations = {
+        "prometheus.io/scrape": "true",
+        "prometheus.io/port": str(names.METRICS_PORT),
+        "prometheus.io/path": "/metrics",
+        names.ANN_EXECUTORS: str(launch.executors),
+        names.ANN_STATE_GENERATION: names.state_generation(app.spec.state.reset_nonce),
+        names.ANN_CONFIG_HASH: config_hash,
+    }
+    meta = metadata(app, uid, names.driver_pod(name), "driver", annotations=annotations)
+    meta["labels"]["spark-role"] = "driver"
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": {
+            "serviceAccountName": names.service_account(name),
+            "automountServiceAccountToken": True,
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 120,
+            "enableServiceLinks": False,
+            "securityContext": {
+                "runAsNonRoot": True,
+                "runAsUser": SPARK_UID,
+                "runAsGroup": SPARK_UID,
+                "fsGroup": SPARK_UID,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
+            "containers": [_container(app, launch)],
+            "volumes": [
+                {"name": "config", "configMap": {"name": names.config_map(name)}},
+                {"name": names.CHECKPOINT_VOLUME,
+                 "persistentVolumeClaim": {"claimName": names.checkpoint_claim(name)}},
+                {"name": "tmp", "emptyDir": {}},
+                {"name": "spark-local", "emptyDir": {}},
+            ],
+        },
+    }
