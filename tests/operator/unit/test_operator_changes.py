@@ -1,0 +1,70 @@
+"""classify_change: which spec changes are ignored, rescale, restart, reset or are refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from streamapp_operator.decide.changes import classify_change
+
+from operator_apps import BASE, merge
+from streamapp_api import load
+
+pytestmark = pytest.mark.unit
+STEPS = BASE["spec"]["streams"][0]["steps"]
+
+
+def spec_with(**overrides):
+    return load(merge(BASE, {"spec": overrides})).spec
+
+
+def stream(steps=STEPS, **extra):
+    return [{"name": "big", "from": "orders", "steps": steps, "emit": "updates", **extra}]
+
+
+@pytest.mark.parametrize("change, kind, field", [
+    ({}, "ignore", None),
+    ({"restartPolicy": {"backoff": "1s"}}, "ignore", "spec.restartPolicy"),
+    ({"state": {"retainOnDelete": False}}, "ignore", "spec.state.retainOnDelete"),
+    ({"state": {"checkpoint": {"size": "20Gi"}}}, "ignore", "spec.state.checkpoint.size"),
+    ({"suspend": True}, "ignore", "spec.suspend"),
+    ({"executors": 3}, "rescale", "spec.executors"),
+    ({"scaling": {"maxExecutors": 4}}, "rescale", "spec.scaling"),
+    ({"image": "registry.example/streamapp:2"}, "restart", "spec.image"),
+    ({"executor": {"memory": "4g"}}, "restart", "spec.executor"),
+    ({"sparkConf": {"spark.ui.enabled": "false"}}, "restart", "spec.sparkConf"),
+    ({"trigger": "10s"}, "restart", "spec.trigger"),
+    ({"kafka": {"bootstrapServers": "other:9092"}}, "restart", "spec.kafka"),
+    ({"streams": stream([{"filter": "amount > 500"}, *STEPS[1:]])}, "restart", "spec.streams[0].steps"),
+    ({"sinks": [{"from": "big", "kafka": {"topic": "big-orders", "key": "customer"}}]}, "restart", "spec.sinks[0]"),
+    ({"sinks": [{"from": "big", "kafka": {"topic": "big-orders"}}, {"from": "orders", "kafka": {"topic": "copy"}}]},
+     "restart", "spec.sinks[orders-copy]"),
+    ({"sources": [{**BASE["spec"]["sources"][0], "startingOffsets": "latest"}]}, "restart", "spec.sources[0].startingOffsets"),
+    # incompatible with the checkpoint's state
+    ({"sources": [{**BASE["spec"]["sources"][0], "topic": "orders-v2"}]}, "incompatible", "spec.sources[0].topic"),
+    ({"streams": stream([*STEPS[:2], {"aggregate": {"groupBy": ["customer"], "columns": {"n": "count(*)"}}}])},
+     "incompatible", "spec.streams[0].steps"),
+    ({"streams": stream([STEPS[0], {"keyBy": "id"}, STEPS[2]])}, "incompatible", "spec.streams[0].steps"),
+    ({"shufflePartitions": 12}, "incompatible", "spec.shufflePartitions"),
+    ({"state": {"store": "hdfs"}}, "incompatible", "spec.state.store"),
+    ({"state": {"checkpoint": {"storageClassName": "fast"}}}, "incompatible", "spec.state.checkpoint.storageClassName"),
+    # a reset makes state changes acceptable (fresh checkpoint path), not immutable claim settings
+    ({"state": {"resetNonce": "1"}}, "reset", "spec.state.resetNonce"),
+    ({"shufflePartitions": 12, "state": {"resetNonce": "1"}}, "reset", None),
+    ({"state": {"resetNonce": "1", "checkpoint": {"storageClassName": "fast"}}}, "incompatible",
+     "spec.state.checkpoint.storageClassName"),
+    # the most disruptive change wins
+    ({"executors": 3, "image": "x:2"}, "restart", "spec.image"),
+    ({"image": "x:2", "shufflePartitions": 3}, "incompatible", "spec.shufflePartitions"),
+])
+def test_classify_change(change, kind, field):
+    result = classify_change(spec_with(), spec_with(**change))
+    assert result.kind == kind
+    if field is not None:
+        assert result.field == field
+    if kind == "incompatible":
+        assert result.reason
+
+
+def test_changing_back_is_no_change():
+    old, new = spec_with(image="a:1"), spec_with(image="a:1")
+    assert classify_change(old, new).kind == "ignore"

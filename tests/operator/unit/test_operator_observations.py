@@ -1,0 +1,103 @@
+"""Pure helpers around observations: pod states, driver metrics, status folding, child convergence."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from streamapp_operator.decide.children import converge, plan_children
+from streamapp_operator.decide.status import Cond, fold_conditions, status_patch
+from streamapp_operator.observe.kube import pod_observation
+from streamapp_operator.observe.metrics import parse
+
+pytestmark = pytest.mark.unit
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def pod(phase=None, deleting=False, terminated=None):
+    status = {"phase": phase, "startTime": "2026-01-01T00:00:00Z"} if phase else {}
+    if terminated is not None:
+        status["containerStatuses"] = [{"name": "driver", "state": {"terminated": terminated}}]
+    meta = {"name": "a-driver", "deletionTimestamp": "2026-01-01T00:00:00Z"} if deleting else {"name": "a-driver"}
+    return {"metadata": meta, "status": status}
+
+
+@pytest.mark.parametrize("obj, state, exit_code", [
+    (None, "absent", None),
+    (pod(), "pending", None),
+    (pod("Pending"), "pending", None),
+    (pod("Running"), "running", None),
+    (pod("Running", deleting=True), "terminating", None),
+    (pod("Failed", terminated={"exitCode": 137, "reason": "OOMKilled"}), "failed", 137),
+    (pod("Failed", deleting=True, terminated={"exitCode": 1}), "terminating", None),
+    (pod("Succeeded", terminated={"exitCode": 0, "reason": "Completed"}), "succeeded", 0),
+])
+def test_pod_observation(obj, state, exit_code):
+    seen = pod_observation(obj)
+    assert (seen.state, seen.exit_code) == (state, exit_code)
+
+
+def test_running_pod_knows_since_when():
+    assert pod_observation(pod("Running")).running_since == T0
+
+
+METRICS = """# TYPE streamapp_source_lag_records gauge
+streamapp_source_lag_records{app="a",query="q1",source="s",topic="t",partition="0"} 5
+streamapp_source_lag_records{app="a",query="q1",source="s",topic="t",partition="1"} 7
+streamapp_source_lag_records{app="a",query="q2",source="s",topic="t",partition="0"} 1
+# TYPE streamapp_last_batch_timestamp_seconds gauge
+streamapp_last_batch_timestamp_seconds{app="a",query="q1"} 1767225600
+streamapp_last_batch_timestamp_seconds{app="a",query="q2"} 1767225500
+"""
+
+
+def test_driver_metrics_give_lag_per_query_and_last_batch():
+    progress = parse(METRICS)
+    assert progress.lag == 13
+    assert progress.sink_lag == (("q1", 12), ("q2", 1))
+    assert progress.last_batch == T0
+
+
+def test_no_lag_metrics_means_no_lag_data():
+    assert parse("# nothing here\n").lag is None
+
+
+def test_condition_keeps_its_transition_time_while_unchanged():
+    first = fold_conditions(None, [Cond("Ready", True, "DriverRunning")], T0, 1)
+    later = fold_conditions(first, [Cond("Ready", True, "DriverRunning")], T0 + timedelta(minutes=5), 2)
+    flipped = fold_conditions(later, [Cond("Ready", False, "DriverFailed")], T0 + timedelta(minutes=9), 2)
+    assert later[0]["lastTransitionTime"] == "2026-01-01T00:00:00Z"
+    assert later[0]["observedGeneration"] == 2
+    assert flipped[0]["lastTransitionTime"] == "2026-01-01T00:09:00Z"
+
+
+@pytest.mark.parametrize("old, new, patch", [
+    ({"phase": "Running"}, {"phase": "Running"}, {}),
+    ({"phase": "Pending"}, {"phase": "Running"}, {"phase": "Running"}),
+    ({"phase": "Running", "driverPod": "a-driver"}, {"phase": "Restarting"}, {"phase": "Restarting", "driverPod": None}),
+    ({"phase": "Running", "kopf": {"x": 1}}, {"phase": "Running"}, {}),  # not ours: left alone
+])
+def test_status_patch_writes_only_differences(old, new, patch):
+    assert status_patch(old, new) == patch
+
+
+ROLE = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": "a-driver", "namespace": "ns", "labels": {"x": "1"},
+                     "ownerReferences": [{"uid": "u1"}]},
+        "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]}
+
+
+def test_converge_patches_only_owned_fields_that_drifted():
+    observed = {**ROLE, "metadata": {**ROLE["metadata"], "resourceVersion": "9", "labels": {"x": "1", "extra": "y"}}}
+    assert converge(ROLE, observed) is None
+    drifted = {**observed, "rules": []}
+    patch = converge(ROLE, drifted)
+    assert patch["rules"] == ROLE["rules"] and patch["metadata"]["name"] == "a-driver"
+    assert "labels" not in patch["metadata"]
+
+
+def test_plan_children_creates_missing_and_never_patches_the_config_map():
+    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a-config", "namespace": "ns"}, "data": {"a": "1"}}
+    create, patches = plan_children([ROLE, config], {"Role/a-driver": None, "ConfigMap/a-config": {**config, "data": {}}})
+    assert create == [ROLE] and patches == []

@@ -1,0 +1,179 @@
+"""decide.plan: whole reconcile decisions from hand-built observations (no cluster)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from streamapp_api import Issue
+from streamapp_operator import names
+from streamapp_operator.decide.plan import plan
+from streamapp_operator.decide.restarts import PodObservation
+from streamapp_operator.decide.scaling import PendingScale
+from streamapp_operator.decide.world import Applied, Driver, Kafka, Memory, Observed, Settings
+from streamapp_operator.render import Launch, render_children
+
+from operator_apps import app as make_app
+
+pytestmark = pytest.mark.unit
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+SETTINGS = Settings(default_image="runtime:1", scale_debounce=timedelta(seconds=60))
+UID = "uid-1"
+
+
+def world(spec_overrides=None, *, applied_overrides=None, executors=2, pod="running", status=None,
+          partitions=3, kafka_error=None, children=True, generation=1) -> Observed:
+    """An app whose children exist (rendered with ``applied_overrides`` and ``executors``) and a driver."""
+    app = make_app(**(spec_overrides or {}))
+    applied_app = make_app(**(applied_overrides if applied_overrides is not None else (spec_overrides or {})))
+    launch = Launch(executors, 3, "runtime:1")
+    kids = {f"{o['kind']}/{o['metadata']['name']}": o for o in render_children(applied_app, UID, launch)} if children else {}
+    driver = Driver(PodObservation(pod), executors, uid="pod-uid") if pod != "absent" else Driver(PodObservation("absent"))
+    if status is None:
+        status = {"driverPod": names.driver_pod("orders")} if pod != "absent" else {}
+    return Observed(
+        name="orders", namespace="shop", uid=UID, generation=generation, status=status, app=app,
+        children=kids, applied=Applied(applied_app.spec, executors, 3) if children else None, driver=driver,
+        kafka=Kafka(error=kafka_error) if kafka_error else Kafka(partitions=partitions, largest_topic=partitions),
+    )
+
+
+def cond(status: dict, kind: str) -> tuple[str, str]:
+    entry = next(c for c in status["conditions"] if c["type"] == kind)
+    return entry["status"], entry["reason"]
+
+
+def test_first_start_creates_every_child_then_the_driver():
+    p = plan(world(pod="absent", children=False), SETTINGS, Memory(), T0)
+    assert [o["kind"] for o in p.create] == ["ServiceAccount", "Role", "RoleBinding", "PersistentVolumeClaim",
+                                              "ConfigMap", "Service"]
+    assert p.driver == "create" and p.driver_pod["metadata"]["name"] == "orders-driver"
+    assert p.driver_pod["metadata"]["annotations"][names.ANN_EXECUTORS] == "2"  # ceil(3 / 2 cores)
+    assert p.status["phase"] == "Pending" and p.status["driverPod"] == "orders-driver"
+    assert not p.status_first
+    assert [e.reason for e in p.events] == ["DriverCreated"]
+
+
+def test_invalid_spec_creates_nothing_and_names_the_field():
+    obs = replace(world(pod="absent", children=False), app=None,
+                  issues=(Issue("spec.sinks[0].from", "unknown source or stream 'nope'"),))
+    p = plan(obs, SETTINGS, Memory(), T0)
+    assert (p.create, p.patch, p.driver) == ((), (), None)
+    assert p.status["phase"] == "Invalid"
+    assert cond(p.status, "SpecValid") == ("False", "Invalid")
+    assert "spec.sinks[0].from" in p.status["message"]
+    assert [e.reason for e in p.events] == ["InvalidSpec"]
+
+
+def test_a_converged_app_needs_nothing_and_its_status_is_stable():
+    first = plan(world(), SETTINGS, Memory(), T0)
+    assert (first.create, first.patch, first.driver) == ((), (), None)
+    assert first.status["phase"] == "Running" and first.status["executors"] == 2
+    second = plan(world(status=first.status), SETTINGS, first.memory, T0 + timedelta(seconds=30))
+    assert second.status == first.status
+
+
+def test_failed_driver_is_counted_recorded_first_and_cleared():
+    p = plan(world(pod="failed"), SETTINGS, Memory(), T0)
+    assert p.status_first and p.driver == "delete_now" and p.restarted
+    assert p.status["restarts"] == 1 and p.status["phase"] == "Restarting" and "driverPod" not in p.status
+    assert p.requeue == timedelta(seconds=10)
+    assert cond(p.status, "Degraded") == ("True", "DriverFailed")
+
+
+def test_after_the_backoff_a_new_driver_is_created_on_the_same_claim():
+    status = {"restarts": 1, "lastRestartTime": "2026-01-01T00:00:00Z", "phase": "Restarting"}
+    waiting = plan(world(pod="absent", status=status), SETTINGS, Memory(), T0 + timedelta(seconds=4))
+    assert waiting.driver is None and waiting.requeue == timedelta(seconds=6)
+    ready = plan(world(pod="absent", status=status), SETTINGS, Memory(), T0 + timedelta(seconds=10))
+    assert ready.driver == "create"
+    volumes = {v["name"]: v for v in ready.driver_pod["spec"]["volumes"]}
+    assert volumes["checkpoint"]["persistentVolumeClaim"]["claimName"] == "orders-checkpoint"
+    assert ready.status["restarts"] == 1
+
+
+def test_terminating_driver_is_waited_for_never_replaced():
+    p = plan(world(pod="terminating", status={}), SETTINGS, Memory(), T0)
+    assert p.driver is None and p.requeue is not None
+
+
+def test_kafka_unreachable_leaves_the_running_driver_alone():
+    p = plan(world(kafka_error="Kafka at kafka:9092 unreachable"), SETTINGS, Memory(), T0)
+    assert p.driver is None and p.patch == ()
+    assert cond(p.status, "Degraded") == ("True", "KafkaUnreachable")
+    assert p.requeue == timedelta(seconds=5)
+    again = plan(world(kafka_error="down"), SETTINGS, p.memory, T0)
+    assert again.requeue == timedelta(seconds=10)  # backing off
+
+
+def test_kafka_unreachable_on_first_start_waits():
+    p = plan(world(pod="absent", children=False, kafka_error="down"), SETTINGS, Memory(), T0)
+    assert p.driver is None
+    assert cond(p.status, "Ready") == ("False", "WaitingForKafka")
+    assert "ConfigMap" not in [o["kind"] for o in p.create]
+
+
+def test_partition_growth_is_debounced_then_restarts_with_more_executors():
+    p = plan(world(partitions=8), SETTINGS, Memory(), T0)
+    assert p.driver is None and p.memory.pending_scale == PendingScale(4, T0)
+    assert cond(p.status, "Progressing") == ("True", "ScalePending")
+    later = plan(world(partitions=8), SETTINGS, p.memory, T0 + timedelta(seconds=60))
+    assert later.driver == "delete" and later.status_first and later.status["phase"] == "Restarting"
+
+
+def test_planned_replacement_after_the_old_driver_is_gone_writes_config_then_creates():
+    obs = world({"executors": 4}, applied_overrides={}, pod="absent", status={"phase": "Restarting"})
+    p = plan(obs, SETTINGS, Memory(), T0)
+    assert p.driver == "create" and not p.restarted
+    assert [o["kind"] for o in p.patch] == ["ConfigMap"]
+    assert "spark.executor.instances=4" in p.patch[0]["data"]["spark.properties"]
+
+
+def test_kubectl_scale_restarts_at_once():
+    p = plan(world({"executors": 4}, applied_overrides={}), SETTINGS, Memory(), T0)
+    assert p.driver == "delete" and "rescale from 2 to 4" in p.status["message"] + str(p.events)
+
+
+def test_incompatible_change_is_refused_and_the_driver_kept():
+    changed = {"shufflePartitions": 12}
+    p = plan(world(changed, applied_overrides={}), SETTINGS, Memory(), T0)
+    assert p.driver is None and p.patch == ()
+    assert cond(p.status, "SpecValid") == ("False", "IncompatibleChange")
+    assert "spec.shufflePartitions" in p.status["message"]
+
+
+def test_reset_is_a_restart_into_a_fresh_checkpoint_path():
+    changed = {"shufflePartitions": 12, "state": {"resetNonce": "2"}}
+    p = plan(world(changed, applied_overrides={}), SETTINGS, Memory(), T0)
+    assert p.driver == "delete"
+    gone = plan(world(changed, applied_overrides={}, pod="absent", status={}), SETTINGS, Memory(), T0)
+    env = {e["name"]: e.get("value") for e in gone.driver_pod["spec"]["containers"][0]["env"]}
+    assert env["STREAMAPP_CHECKPOINT_DIR"] == "/var/lib/streamapp/checkpoint/gen-2"
+    assert "spark.sql.shuffle.partitions=12" in gone.patch[0]["data"]["spark.properties"]
+
+
+def test_suspend_stops_gracefully_and_resume_starts_again():
+    p = plan(world({"suspend": True}, applied_overrides={}), SETTINGS, Memory(), T0)
+    assert p.driver == "delete" and p.status_first and p.status["phase"] == "Suspended"
+    idle = plan(world({"suspend": True}, applied_overrides={}, pod="absent", status=p.status), SETTINGS, Memory(), T0)
+    assert idle.driver is None and idle.status["phase"] == "Suspended" and idle.requeue is None
+    back = plan(world({}, applied_overrides={"suspend": True}, pod="absent", status=p.status), SETTINGS, Memory(), T0)
+    assert back.driver == "create" and not back.restarted
+
+
+def test_retention_change_converges_the_claim_owner_reference():
+    p = plan(world({"state": {"retainOnDelete": False}}, applied_overrides={}), SETTINGS, Memory(), T0)
+    claims = [o for o in p.patch if o["kind"] == "PersistentVolumeClaim"]
+    assert claims and claims[0]["metadata"]["ownerReferences"][0]["uid"] == UID
+    assert p.driver is None  # no effect on the running app
+
+
+def test_gave_up_stays_failed_until_the_spec_changes():
+    status = {"phase": "Failed", "restarts": 3, "observedGeneration": 1}
+    overrides = {"restartPolicy": {"maxRestarts": 3}}
+    stuck = plan(world(overrides, pod="absent", status=status), SETTINGS, Memory(), T0)
+    assert stuck.driver is None and stuck.status["phase"] == "Failed"
+    retried = plan(world(overrides, pod="absent", status=status, generation=2), SETTINGS, Memory(), T0)
+    assert retried.driver == "create" and retried.status["restarts"] == 0

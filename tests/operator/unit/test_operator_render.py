@@ -1,0 +1,110 @@
+"""Rendering: golden files for every example, plus the properties every driver must have.
+
+Golden files live in tests/operator/golden/; regenerate them deliberately with
+STREAMAPP_UPDATE_GOLDEN=1 (the test then fails once, saying what it rewrote).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from streamapp_operator import names
+from streamapp_operator.render import DRIVER_RULES, Launch, config_hash, render_all
+from streamapp_operator.render.config import parse_properties
+
+from operator_apps import app, example, example_names
+
+pytestmark = pytest.mark.unit
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+UID = "00000000-0000-0000-0000-000000000000"
+
+
+@pytest.mark.parametrize("name", example_names())
+def test_rendering_matches_golden(name):
+    rendered = yaml.safe_dump_all(render_all(example(name), UID, Launch(3, 6, "streamapp/runtime:test")), sort_keys=False)
+    golden = GOLDEN / f"{name}.yaml"
+    if os.environ.get("STREAMAPP_UPDATE_GOLDEN") == "1":
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(rendered)
+        pytest.fail(f"rewrote {golden}; unset STREAMAPP_UPDATE_GOLDEN and review the diff")
+    assert golden.exists(), f"no golden file {golden}; generate with STREAMAPP_UPDATE_GOLDEN=1"
+    assert rendered == golden.read_text()
+
+
+def _objects(**spec):
+    return {o["kind"]: o for o in render_all(app(**spec), UID, Launch(4, 6))}
+
+
+def test_driver_pod_is_locked_down():
+    pod = _objects()["Pod"]
+    container = pod["spec"]["containers"][0]
+    assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+    assert container["securityContext"] == {"runAsNonRoot": True, "allowPrivilegeEscalation": False,
+                                             "readOnlyRootFilesystem": True, "privileged": False,
+                                             "capabilities": {"drop": ["ALL"]}}
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert volumes[mounts["/tmp"]] == {"name": "tmp", "emptyDir": {}}
+    assert "emptyDir" in volumes[mounts[names.SPARK_LOCAL_DIR]]
+    assert pod["spec"]["restartPolicy"] == "Never"
+
+
+def test_driver_pod_follows_the_runtime_contract():
+    objects = _objects(state={"resetNonce": "7"}, kafka={"bootstrapServers": "k:9092", "secretRef": {"name": "creds"}})
+    pod = objects["Pod"]
+    container = pod["spec"]["containers"][0]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["STREAMAPP_CHECKPOINT_DIR"]["value"] == "/var/lib/streamapp/checkpoint/gen-7"
+    assert env["STREAMAPP_METRICS_PORT"]["value"] == "9090"
+    assert env["STREAMAPP_POD_IP"]["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+    assert container["envFrom"] == [{"prefix": "STREAMAPP_KAFKA_", "secretRef": {"name": "creds"}}]
+    assert container["command"] == ["streamapp", "run", "/etc/streamapp/streamapp.yaml",
+                                    "--spark-conf", "/etc/streamapp/spark.properties"]
+    annotations = pod["metadata"]["annotations"]
+    assert (annotations["prometheus.io/scrape"], annotations["prometheus.io/port"]) == ("true", "9090")
+    assert annotations[names.ANN_CONFIG_HASH] == config_hash(objects["ConfigMap"])
+    props = parse_properties(objects["ConfigMap"]["data"]["spark.properties"])
+    assert props["spark.kubernetes.driver.pod.name"] == "orders-driver"
+    assert props["spark.executor.instances"] == "4"
+    assert props["spark.kubernetes.executor.volumes.persistentVolumeClaim.checkpoint.options.claimName"] == "orders-checkpoint"
+    assert "spark.driver.host" not in props  # the pod IP, from the environment
+    manifest = yaml.safe_load(objects["ConfigMap"]["data"]["streamapp.yaml"])
+    assert set(manifest) == {"apiVersion", "kind", "metadata", "spec"}
+
+
+@pytest.mark.parametrize("retain, owned", [(True, False), (False, True)])
+def test_checkpoint_claim_is_owned_only_without_retention(retain, owned):
+    claim = _objects(state={"retainOnDelete": retain})["PersistentVolumeClaim"]
+    assert ("ownerReferences" in claim["metadata"]) == owned
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
+
+
+def test_every_other_child_is_owned_by_the_app():
+    for kind, obj in _objects().items():
+        if kind != "PersistentVolumeClaim":
+            assert obj["metadata"]["ownerReferences"] == [names.owner_reference("orders", UID)], kind
+
+
+def test_driver_role_is_namespaced_and_limited_to_what_spark_uses():
+    role = _objects()["Role"]
+    assert role["kind"] == "Role"
+    granted = {(r, v) for rule in role["rules"] for r in rule["resources"] for v in rule["verbs"]}
+    assert {r for r, _ in granted} == {"pods", "services", "configmaps", "persistentvolumeclaims"}
+    assert not {v for _, v in granted} & {"*", "escalate", "bind", "impersonate", "update"}
+    assert role["rules"] == [dict(r) for r in DRIVER_RULES]
+
+
+def test_user_spark_conf_never_overrides_managed_keys():
+    objects = _objects(sparkConf={"spark.ui.enabled": "false"})
+    props = parse_properties(objects["ConfigMap"]["data"]["spark.properties"])
+    assert props["spark.ui.enabled"] == "false"
+    assert list(props) == sorted(props)
+
+
+def test_memory_request_includes_spark_overhead():
+    pod = _objects(driver={"memory": "2g"})["Pod"]
+    assert pod["spec"]["containers"][0]["resources"]["limits"]["memory"] == f"{2048 + 384}Mi"
