@@ -23,6 +23,9 @@ class Command:
 COMMANDS: dict[str, Command] = {
     "validate": Command("streamapp_api.validate_cli", "check StreamApp manifests (schema and semantics)"),
     "crd": Command("streamapp_api.crd_cli", "print the StreamApp CustomResourceDefinition"),
+    # Lazily imported from apps/: only these subcommands need pyspark.
+    "run": Command("streamapp_runtime.cli", "run a StreamApp on Spark (local, or in the driver pod)"),
+    "state": Command("streamapp_runtime.state_cli", "read current aggregate state from an app's checkpoint"),
 }
 
 

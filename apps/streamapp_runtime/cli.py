@@ -1,0 +1,96 @@
+"""``streamapp run FILE``: run a StreamApp on local Spark (or in the driver pod, with --spark-conf)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+import yaml
+
+log = logging.getLogger("streamapp.runtime")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", help="the StreamApp manifest (YAML)")
+    parser.add_argument("--kafka", metavar="HOST:PORT", help="bootstrap servers, overriding spec.kafka.bootstrapServers")
+    parser.add_argument("--checkpoint", metavar="DIR", help="checkpoint root (default: $STREAMAPP_CHECKPOINT_DIR, "
+                        "else ./.streamapp/checkpoints/<app>)")
+    parser.add_argument("--available-now", action="store_true", help="process what is in the topics, then exit")
+    parser.add_argument("--spark-conf", metavar="FILE", help="spark.properties: key=value lines applied verbatim")
+    parser.add_argument("--postgres", action="append", default=[], metavar="SECRET=URI",
+                        help="connection URI for a Postgres sink's secretRef (repeatable; '*=URI' for all)")
+    parser.add_argument("--console", action="store_true", help="print every sink's rows instead of writing them")
+    parser.add_argument("--metrics-port", type=int, help="metrics and health port (default $STREAMAPP_METRICS_PORT "
+                        "or 9090; 0 picks a free one; -1 disables)")
+
+
+def load_app(path: str):
+    from streamapp_api import InvalidSpec, load
+
+    try:
+        document = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise SystemExit(f"streamapp run: cannot read {path}: {exc}") from exc
+    try:
+        return load(document)
+    except InvalidSpec as exc:
+        lines = "\n  ".join(str(i) for i in exc.issues)
+        raise SystemExit(f"streamapp run: {path} is not a valid StreamApp:\n  {lines}") from exc
+
+
+def run(args: argparse.Namespace) -> int:
+    from .settings import SettingsError, from_environment, merge_conf, parse_properties, spark_defaults
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    app = load_app(args.file)
+    try:
+        given = parse_properties(Path(args.spark_conf).read_text(), args.spark_conf) if args.spark_conf else {}
+        postgres = {}
+        for item in args.postgres:
+            name, sep, uri = item.partition("=")
+            if not sep or not uri:
+                raise SettingsError(f"--postgres {item!r}: expected SECRET=postgresql://...")
+            postgres[name] = uri
+        port = None if args.metrics_port is None else (None if args.metrics_port < 0 else args.metrics_port)
+        settings = from_environment(checkpoint=args.checkpoint, app_name=app.metadata.name, kafka=args.kafka,
+                                    available_now=args.available_now, console=args.console, spark_conf=given,
+                                    postgres=postgres)
+        if args.metrics_port is not None:
+            from dataclasses import replace
+
+            settings = replace(settings, metrics_port=port)
+    except (OSError, SettingsError) as exc:
+        print(f"streamapp run: {exc}", file=sys.stderr)
+        return 2
+    conf = merge_conf(given, spark_defaults(app.metadata.name, app.spec.state.store, __import__("os").environ))
+    for key, value in (app.spec.spark_conf or {}).items():
+        conf.setdefault(key, value)
+    return execute(app, settings, conf)
+
+
+def execute(app, settings, conf: dict[str, str]) -> int:
+    from . import runner
+    from .http_server import serve
+    from .session import create_session, stop_session
+
+    spark = create_session(conf)
+    server = None
+    try:
+        running = runner.start(spark, app, settings)
+        runner.install_sigterm(running)
+        if settings.metrics_port is not None:
+            stale = runner.stale_after(app)
+            server = serve(running.metrics, settings.metrics_port,
+                           lambda: running.metrics.healthy(running.query_names(), stale))
+            log.info("metrics and health on :%d (/metrics, /healthz)", server.server_address[1])
+        return runner.supervise(spark, running)
+    except Exception as exc:
+        log.error("%s", str(exc).split("\n")[0])
+        return 1
+    finally:
+        if server is not None:
+            server.shutdown()
+        stop_session(spark)

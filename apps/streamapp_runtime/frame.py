@@ -1,0 +1,29 @@
+"""A DataFrame together with what the compiler knows about it: its event time and watermark."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from pyspark.sql import DataFrame
+
+# Columns the runtime adds for its own use; never written to a sink.
+INTERNAL_PREFIX = "__"
+
+
+@dataclass(frozen=True)
+class Frame:
+    df: DataFrame
+    event_time: str | None  # column holding the event time, when it is still there
+    watermark: str | None  # the source's watermark delay (a spec duration), when one applies
+    name: str
+
+    def with_df(self, df: DataFrame, **changes) -> "Frame":
+        return replace(self, df=df, **changes)
+
+    def columns(self) -> list[str]:
+        return list(self.df.columns)
+
+
+def value_columns(columns: list[str]) -> list[str]:
+    """Columns written into sink values: everything but metadata (_...) and internal (__...)."""
+    return [c for c in columns if not c.startswith("_")]

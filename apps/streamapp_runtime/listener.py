@@ -1,0 +1,49 @@
+"""The StreamingQueryListener feeding Metrics and printing a progress line per batch."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+
+from pyspark.sql.streaming import StreamingQueryListener
+
+from .metrics import Metrics, offsets_behind, progress_line
+
+log = logging.getLogger("streamapp.runtime")
+
+
+class ProgressListener(StreamingQueryListener):
+    def __init__(self, metrics: Metrics, queries: set[str], quiet: bool = False):
+        self.metrics = metrics
+        self.queries = queries  # only this app's queries (a test session may run others)
+        self.names: dict[str, str] = {}
+        self.quiet = quiet
+        self.progress: dict[str, list[dict]] = {}
+
+    def onQueryStarted(self, event) -> None:
+        if event.name in self.queries:
+            self.names[str(event.id)] = event.name
+            self.metrics.started(event.name)
+
+    def onQueryProgress(self, event) -> None:
+        p = json.loads(event.progress.json)
+        if p.get("name") not in self.queries:
+            return
+        self.metrics.observe(p)
+        self.progress.setdefault(p["name"], []).append(p)
+        if not self.quiet:
+            lag = sum(sum(offsets_behind(s.get("endOffset"), s.get("latestOffset")).values()) for s in p.get("sources") or [])
+            print(progress_line(p, lag), file=sys.stderr, flush=True)
+
+    def onQueryIdle(self, event) -> None:
+        name = self.names.get(str(event.id))
+        if name:
+            self.metrics.idle(name)
+
+    def onQueryTerminated(self, event) -> None:
+        name = self.names.get(str(event.id))
+        if name:
+            self.metrics.terminated(name)
+            if event.exception:
+                log.error("query %s failed: %s", name, str(event.exception).split("\n")[0])

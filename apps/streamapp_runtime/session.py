@@ -1,0 +1,60 @@
+"""The SparkSession: spark.properties verbatim, then the runtime's defaults, then local conveniences."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+log = logging.getLogger("streamapp.runtime")
+
+
+def local_jars() -> str | None:
+    """The Kafka connector jars for a laptop run: $STREAMAPP_SPARK_JARS, else the test bed's Maven copies.
+
+    In the runtime image they are in Spark's own jars folder and neither is needed.
+    """
+    if os.environ.get("STREAMAPP_SPARK_JARS"):
+        return os.environ["STREAMAPP_SPARK_JARS"]
+    try:
+        from streamapp_testbed.paths import installed
+
+        return installed().spark_jars_conf()
+    except Exception:  # not a development checkout: rely on the image
+        return None
+
+
+def create_session(conf: dict[str, str]):
+    from pyspark.sql import SparkSession
+
+    conf = dict(conf)
+    # Python workers need the runtime's packages (pandas, psycopg): use this interpreter unless told otherwise.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if conf.get("spark.master", "").startswith("local") and "spark.jars" not in conf and "spark.jars.packages" not in conf:
+        jars = local_jars()
+        if jars:
+            conf["spark.jars"] = jars
+    builder = SparkSession.builder
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("STREAMAPP_SPARK_LOG_LEVEL", "WARN"))
+    return spark
+
+
+def stop_session(spark) -> None:
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    spark.stop()
+    if gateway is not None:
+        gateway.shutdown()
+        proc = getattr(gateway, "proc", None)
+        if proc is not None:
+            proc.stdin.close()
+            try:
+                proc.wait(timeout=15)
+            except Exception:
+                proc.kill()
+        SparkContext._gateway = None
+        SparkContext._jvm = None

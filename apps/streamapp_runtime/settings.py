@@ -1,0 +1,174 @@
+"""Runtime settings from the command line, the environment and spark.properties. Pure: no pyspark.
+
+Precedence follows docs/runtime-contract.md: the operator's spark.properties is applied verbatim,
+then the runtime's own defaults fill the keys it did not give.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+DEFAULT_METRICS_PORT = 9090
+STATE_FILE = "streamapp.json"  # what the runtime records next to the queries' checkpoints
+
+
+class SettingsError(ValueError):
+    """A setting that cannot be used; the message names it."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    checkpoint_root: str
+    kafka_override: str | None = None
+    available_now: bool = False
+    console: bool = False
+    metrics_port: int | None = DEFAULT_METRICS_PORT
+    spark_conf: dict[str, str] = field(default_factory=dict)
+    postgres_uris: dict[str, str] = field(default_factory=dict)  # secret name -> URI
+    kafka_env_options: dict[str, str] = field(default_factory=dict)
+
+
+def parse_properties(text: str, origin: str = "spark.properties") -> dict[str, str]:
+    """``key=value`` lines (``#`` comments, blank lines ignored) -> dict; a bad line is named."""
+    conf: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        match = re.match(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
+        if match is None:
+            raise SettingsError(f"{origin}:{number}: expected 'key=value', got {raw!r}")
+        conf[match.group(1)] = match.group(2).strip()
+    return conf
+
+
+def kafka_env_options(environ: dict[str, str]) -> dict[str, str]:
+    """``STREAMAPP_KAFKA_SASL_JAAS_CONFIG=...`` -> ``{'sasl.jaas.config': ...}`` (from spec.kafka.secretRef)."""
+    prefix = "STREAMAPP_KAFKA_"
+    return {k[len(prefix):].lower().replace("_", "."): v for k, v in environ.items()
+            if k.startswith(prefix) and len(k) > len(prefix)}
+
+
+def postgres_env_uris(environ: dict[str, str]) -> dict[str, str]:
+    """``STREAMAPP_POSTGRES_<SECRET>=uri`` (secret name upper-cased, '-' and '.' as '_') -> {secret: uri}.
+
+    The key is normalised, so lookups go through :func:`postgres_uri`.
+    """
+    prefix = "STREAMAPP_POSTGRES_"
+    return {k[len(prefix):]: v for k, v in environ.items() if k.startswith(prefix) and len(k) > len(prefix)}
+
+
+def env_name(secret: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]", "_", secret).upper()
+
+
+def postgres_uri(settings: Settings, secret: str, where: str) -> str:
+    uri = settings.postgres_uris.get(env_name(secret)) or settings.postgres_uris.get("*")
+    if not uri:
+        raise SettingsError(f"{where}.secretRef: no connection URI for Secret {secret!r}; set "
+                            f"STREAMAPP_POSTGRES_{env_name(secret)}=postgresql://... (the operator does this "
+                            f"from the Secret) or pass --postgres {secret}=postgresql://...")
+    return uri
+
+
+def metrics_port(environ: dict[str, str]) -> int:
+    text = environ.get("STREAMAPP_METRICS_PORT", str(DEFAULT_METRICS_PORT))
+    if not text.isdigit() or not 0 <= int(text) < 65536:
+        raise SettingsError(f"STREAMAPP_METRICS_PORT={text!r}: expected a port number (0-65535)")
+    return int(text)
+
+
+def checkpoint_root(flag: str | None, environ: dict[str, str], app_name: str) -> str:
+    if flag:
+        return flag
+    if environ.get("STREAMAPP_CHECKPOINT_DIR"):
+        return environ["STREAMAPP_CHECKPOINT_DIR"]
+    return str(Path.cwd() / ".streamapp" / "checkpoints" / app_name)
+
+
+def spark_defaults(app_name: str, store: str, environ: dict[str, str]) -> dict[str, str]:
+    """The runtime's Spark settings, applied under whatever spark.properties gave."""
+    conf = {
+        "spark.master": "local[2]",
+        "spark.app.name": f"streamapp-{app_name}",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER if store == "rocksdb" else HDFS_PROVIDER,
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+        "spark.sql.streaming.noDataProgressEventInterval": "10000",
+        "spark.sql.adaptive.enabled": "false",  # AQE is off for streaming anyway; keep batch plans fixed
+    }
+    if environ.get("STREAMAPP_POD_IP"):
+        conf["spark.driver.host"] = environ["STREAMAPP_POD_IP"]
+        conf["spark.driver.bindAddress"] = "0.0.0.0"
+    return conf
+
+
+def merge_conf(given: dict[str, str], defaults: dict[str, str]) -> dict[str, str]:
+    merged = dict(defaults)
+    merged.update(given)
+    return merged
+
+
+def choose_shuffle_partitions(recorded: int | None, spec_value: int | None, conf_value: str | None,
+                              partition_counts: dict[str, int]) -> tuple[int, str]:
+    """Shuffle partitions for this checkpoint, and why.
+
+    Once recorded they never change (state is partitioned by them); on a first run the spec wins,
+    then spark.properties, then the largest input topic's partition count.
+    """
+    if recorded is not None:
+        return recorded, "recorded in the checkpoint at its first run"
+    if spec_value is not None:
+        return spec_value, "spec.shufflePartitions"
+    if conf_value is not None:
+        if not conf_value.isdigit() or int(conf_value) < 1:
+            raise SettingsError(f"spark.sql.shuffle.partitions={conf_value!r}: expected a positive integer")
+        return int(conf_value), "spark.sql.shuffle.partitions"
+    if partition_counts:
+        topic = max(partition_counts, key=lambda t: (partition_counts[t], t))
+        return max(1, partition_counts[topic]), f"partition count of topic {topic!r}"
+    return 1, "no input topic found"
+
+
+def read_recorded(root: str) -> dict:
+    path = Path(root) / STATE_FILE
+    if not path.exists():
+        return {}
+    try:
+        return json.loads(path.read_text())
+    except ValueError as exc:
+        raise SettingsError(f"{path}: unreadable ({exc}); it records the shuffle partitions of this checkpoint") from exc
+
+
+def write_recorded(root: str, data: dict) -> None:
+    path = Path(root) / STATE_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    tmp.replace(path)
+
+
+def from_environment(*, checkpoint: str | None, app_name: str, kafka: str | None, available_now: bool,
+                     console: bool, spark_conf: dict[str, str], postgres: dict[str, str],
+                     environ: dict[str, str] | None = None, port: int | None = None) -> Settings:
+    env = dict(os.environ if environ is None else environ)
+    uris = postgres_env_uris(env)
+    uris.update({env_name(k) if k != "*" else "*": v for k, v in postgres.items()})
+    return Settings(
+        checkpoint_root=checkpoint_root(checkpoint, env, app_name),
+        kafka_override=kafka,
+        available_now=available_now,
+        console=console,
+        metrics_port=metrics_port(env) if port is None else port,
+        spark_conf=spark_conf,
+        postgres_uris=uris,
+        kafka_env_options=kafka_env_options(env),
+    )

@@ -1,0 +1,1 @@
+"""Sinks: each turns a Frame into a started streaming query."""

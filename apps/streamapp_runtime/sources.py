@@ -1,0 +1,107 @@
+"""Kafka sources and their parsing: JSON with the declared schema, metadata columns, event time.
+
+Every record gets ``__error``: null for a good record, else why it cannot be used (malformed JSON,
+a value of the wrong type, no event time). The pipeline reads the good ones; ``dlq`` writes the rest.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from streamapp_api import Source, Table
+from streamapp_api.durations import spark_interval
+
+from .frame import Frame
+
+CORRUPT = "__corrupt"
+ERROR = "__error"
+RAW_KEY = "__raw_key"
+RAW_VALUE = "__raw_value"
+# Timestamps keep microseconds through the JSON round trips the runtime makes internally.
+JSON_OPTIONS = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX", "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS"}
+
+
+def schema_ddl(schema: dict[str, str], corrupt: bool = False) -> str:
+    """``{'a': 'long'}`` -> ``'`a` long'`` (a DDL string from_json accepts)."""
+    fields = [f"`{name}` {type_text}" for name, type_text in schema.items()]
+    if corrupt:
+        fields.append(f"`{CORRUPT}` string")
+    return ", ".join(fields)
+
+
+def read_kafka(spark: SparkSession, topics: list[str], options: dict[str, str], starting: str,
+               max_offsets: int | None = None, fail_on_data_loss: bool = True) -> DataFrame:
+    reader = spark.readStream.format("kafka").options(**options)
+    reader = reader.option("subscribe", ",".join(topics)).option("startingOffsets", starting)
+    reader = reader.option("failOnDataLoss", str(fail_on_data_loss).lower())
+    if max_offsets is not None:
+        reader = reader.option("maxOffsetsPerTrigger", str(max_offsets))
+    return reader.load()
+
+
+def _metadata(raw: DataFrame) -> list[Column]:
+    return [
+        F.col("key").cast("string").alias("_key"),
+        F.col("timestamp").alias("_timestamp"),
+        F.col("topic").alias("_topic"),
+        F.col("partition").alias("_partition"),
+        F.col("offset").alias("_offset"),
+    ]
+
+
+def parse(raw: DataFrame, item: Source | Table) -> DataFrame:
+    """Kafka rows -> metadata, value columns, raw key/value and ``__error`` (null when usable)."""
+    text = F.col("value").cast("string")
+    keep = [*_metadata(raw), F.col("key").alias(RAW_KEY), F.col("value").alias(RAW_VALUE)]
+    if item.format == "string":
+        return raw.select(*keep, text.alias("value"), F.lit(None).cast("string").alias(ERROR))
+    schema = item.schema_ or {}
+    parsed = raw.select(*keep, F.from_json(text, schema_ddl(schema, corrupt=True), JSON_OPTIONS).alias("__v"))
+    columns = [F.col(f"__v.`{name}`").alias(name) for name in schema]
+    df = parsed.select(*[c for c in parsed.columns if c != "__v"], *columns, F.col(f"__v.{CORRUPT}").alias(CORRUPT))
+    event_time = getattr(item, "event_time", None)
+    checks = [
+        (F.col(RAW_VALUE).isNull(), F.lit("null value: a stream record needs a JSON object")),
+        (F.col(CORRUPT).isNotNull(), F.lit("malformed")),
+    ]
+    if event_time is not None:
+        checks.append((F.col(event_time).isNull(), F.lit(f"missing event time: field {event_time!r} is absent or null")))
+    error = F.when(checks[0][0], checks[0][1])
+    for condition, reason in checks[1:]:
+        error = error.when(condition, reason)
+    return df.withColumn(ERROR, error).drop(CORRUPT)
+
+
+def malformed_reason(schema: dict[str, str]) -> Column:
+    """For records flagged malformed: which fields have the wrong type, else 'malformed JSON'."""
+    raw = F.col(RAW_VALUE).cast("string")
+    wrong = [
+        F.when(F.get_json_object(raw, f"$.{name}").isNotNull() & F.col(name).isNull(),
+               F.concat(F.lit(f"field {name!r}: expected {type_text}, got "),
+                        F.substring(F.get_json_object(raw, f"$.{name}"), 1, 200)))
+        for name, type_text in schema.items()
+    ]
+    listed = F.concat_ws("; ", *wrong) if wrong else F.lit("")
+    return F.when(listed != "", F.concat(F.lit("wrong type: "), listed)).otherwise(
+        F.lit("malformed JSON: not an object of the declared schema"))
+
+
+def source_frame(spark: SparkSession, source: Source, options: dict[str, str]) -> Frame:
+    """The good records of a source, metadata columns first, with its watermark."""
+    raw = read_kafka(spark, source.topic_list, options, source.starting_offsets, source.max_offsets_per_trigger)
+    df = parse(raw, source)
+    good = df.where(F.col(ERROR).isNull()).drop(ERROR, RAW_KEY, RAW_VALUE)
+    event_time = source.event_time_column
+    if source.watermark is not None:
+        good = good.withWatermark(event_time, spark_interval(source.watermark))
+    return Frame(good, event_time, source.watermark, source.name)
+
+
+def bad_records(spark: SparkSession, source: Source, options: dict[str, str]) -> DataFrame:
+    """The records of a source that cannot be used, with the reason spelled out."""
+    raw = read_kafka(spark, source.topic_list, options, source.starting_offsets, source.max_offsets_per_trigger)
+    df = parse(raw, source)
+    bad = df.where(F.col(ERROR).isNotNull())
+    reason = F.when(F.col(ERROR) == "malformed", malformed_reason(source.schema_ or {})).otherwise(F.col(ERROR))
+    return bad.select(RAW_KEY, RAW_VALUE, reason.alias("reason"), "_topic", "_partition", "_offset", "_timestamp")

@@ -1,0 +1,34 @@
+"""aggregate, optionally over a window step: tumbling, hopping (a record in several windows), session."""
+
+from __future__ import annotations
+
+from pyspark.sql import functions as F
+
+from streamapp_api import Aggregate, Window
+
+from ..frame import Frame
+from ..windows import window_column
+
+
+class WindowError(ValueError):
+    pass
+
+
+def aggregate(frame: Frame, window: Window | None, agg: Aggregate, where: str) -> Frame:
+    df = frame.df
+    measures = [F.expr(expr).alias(name) for name, expr in agg.columns.items()]
+    groups = [F.col(c) for c in agg.group_by]
+    if window is None:
+        out = df.groupBy(*groups).agg(*measures)
+        return frame.with_df(out, event_time=None)
+    if frame.event_time is None or frame.event_time not in df.columns:
+        raise WindowError(f"{where}.window: no event-time column left (an earlier step dropped or replaced "
+                          f"{frame.event_time or 'it'}); keep it so windows can use it")
+    grouped = df.groupBy(window_column(window, frame.event_time).alias("__window"), *groups).agg(*measures)
+    out = grouped.select(
+        F.col("__window.start").alias("window_start"),
+        F.col("__window.end").alias("window_end"),
+        *agg.group_by,
+        *agg.columns,
+    )
+    return frame.with_df(out, event_time=None)
