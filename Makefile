@@ -39,7 +39,7 @@ integration: deps
 	$(PYTHON) -m pytest -m integration $(PYTEST_ARGS)
 
 demo: deps
-	$(PYTHON) -m streamapp_testbed up
+	$(PYTHON) -m streamapp_runtime.demo
 
 testbed-up: deps
 	$(PYTHON) -m streamapp_testbed up --hold
