@@ -7,6 +7,7 @@ rest. The kubernetes package only provides the connection (kubeconfig or in-clus
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 from urllib.parse import quote
 
@@ -40,12 +41,19 @@ class Conflict(ApiError):
     pass
 
 
-def load_config() -> client.ApiClient:
-    try:
-        config.load_incluster_config()
-    except config.ConfigException:
-        config.load_kube_config()
-    return client.ApiClient()
+def load_config(config_file: str | None = None, context: str | None = None) -> client.ApiClient:
+    """In-cluster credentials, else the kubeconfig (``config_file``, else $KUBECONFIG as it is now)."""
+    if config_file is None and context is None:
+        try:
+            configuration = client.Configuration()
+            config.load_incluster_config(client_configuration=configuration)
+            return client.ApiClient(configuration)
+        except config.ConfigException:
+            pass
+    configuration = client.Configuration()
+    config.load_kube_config(config_file=config_file or os.environ.get("KUBECONFIG"), context=context,
+                            client_configuration=configuration)
+    return client.ApiClient(configuration)
 
 
 def path(kind: str, namespace: str | None, name: str | None = None, subresource: str | None = None) -> str:

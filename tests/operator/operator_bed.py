@@ -1,0 +1,175 @@
+"""Helpers for the operator's integration tests: the operator as a separate process, per-test
+namespaces, pre-bound volumes (the test bed has no storage provisioner) and polling waits."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import signal
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import yaml
+
+from streamapp_testbed.paths import REPO_DIR
+from streamapp_testbed.process import ManagedProcess, free_port
+
+CRD = REPO_DIR / "crds" / "streamapp.io_streamapps.yaml"
+EXAMPLES = REPO_DIR / "examples"
+PYTHONPATH = os.pathsep.join(str(REPO_DIR / p) for p in ("crds", "operator", "apps", "testbed"))
+
+
+def wait_for(what: str, check: Callable[[], object], timeout: float = 60, every: float = 0.3):
+    """Poll until ``check()`` returns something truthy; return it, or fail saying what never happened."""
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while time.monotonic() < deadline:
+        try:
+            last = check()
+        except Exception as exc:  # noqa: BLE001 - not there yet
+            last = exc
+        if last and not isinstance(last, Exception):
+            return last
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last saw: {last!r}")
+
+
+class OperatorProcess:
+    """``python -m streamapp_operator`` for namespaces matching ``pattern``, logging to a file."""
+
+    def __init__(self, workdir: Path, pattern: str, resync: float = 2, debounce: float = 2):
+        self.workdir, self.pattern = workdir, pattern
+        self.metrics_port = free_port()
+        self.argv = [sys.executable, "-m", "streamapp_operator", "--namespace", pattern,
+                     "--metrics-port", str(self.metrics_port), "--metrics-address", "127.0.0.1",
+                     "--resync", str(resync), "--scale-debounce", str(debounce), "--runtime-image", "streamapp/runtime:test"]
+        self.proc: ManagedProcess | None = None
+        self.starts = 0
+
+    def start(self) -> "OperatorProcess":
+        self.starts += 1
+        self.proc = ManagedProcess(f"operator-{self.starts}", self.argv, self.workdir / "operator.log",
+                                   env={"PYTHONPATH": PYTHONPATH, "PYTHONUNBUFFERED": "1"}).start()
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL, no goodbye: as when the operator's node dies mid-reconcile."""
+        if self.proc is not None and self.proc.proc is not None:
+            try:
+                os.killpg(self.proc.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.proc.wait(timeout=10)
+            self.proc = None
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.stop()
+            self.proc = None
+
+    def log_tail(self, lines: int = 60) -> str:
+        try:
+            return "\n".join((self.workdir / "operator.log").read_text(errors="replace").splitlines()[-lines:])
+        except FileNotFoundError:
+            return "(no log)"
+
+
+class Cluster:
+    """kubectl and a JSON client over the test bed's API server, for one test namespace."""
+
+    def __init__(self, control_plane, namespace: str):
+        from streamapp_operator.kubeapi import Kube, load_config
+        from streamapp_testbed.kube import CONTEXT
+
+        self.cp, self.namespace = control_plane, namespace
+        self.kube = Kube(load_config(str(control_plane.kubeconfig), CONTEXT))
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True):
+        return self.cp.kubectl("-n", self.namespace, *args, input=input, check=check)
+
+    def apply(self, obj: dict) -> None:
+        self.kubectl("apply", "-f", "-", input=json.dumps(obj))
+
+    def get(self, kind: str, name: str) -> dict | None:
+        return self.kube.get(kind, self.namespace, name)
+
+    def app(self, name: str) -> dict:
+        return self.get("StreamApp", name) or {}
+
+    def status(self, name: str) -> dict:
+        return self.app(name).get("status") or {}
+
+    def condition(self, name: str, kind: str) -> dict:
+        return next((c for c in self.status(name).get("conditions", []) if c["type"] == kind), {})
+
+    def driver(self, name: str) -> dict | None:
+        return self.get("Pod", f"{name}-driver")
+
+    def running_driver(self, name: str, not_uid: str | None = None) -> dict | None:
+        pod = self.driver(name)
+        if pod and pod["status"].get("phase") == "Running" and not pod["metadata"].get("deletionTimestamp") \
+                and pod["metadata"]["uid"] != not_uid:
+            return pod
+        return None
+
+    def driver_pods(self, name: str) -> list[dict]:
+        return self.kube.list("Pod", self.namespace, f"streamapp.io/app={name},streamapp.io/component=driver")
+
+    def events(self, name: str) -> list[dict]:
+        items = self.kube.list("Event", self.namespace)
+        return [e for e in items if e["involvedObject"].get("name") == name and e["involvedObject"].get("kind") == "StreamApp"]
+
+    def pv_for(self, app: str, size: str = "10Gi") -> None:
+        """A volume pre-bound to the app's checkpoint claim."""
+        pv = {
+            "apiVersion": "v1", "kind": "PersistentVolume",
+            "metadata": {"name": f"{self.namespace}-{app}", "labels": {"streamapp-test": self.namespace}},
+            "spec": {"capacity": {"storage": size}, "accessModes": ["ReadWriteMany", "ReadWriteOnce"],
+                     "persistentVolumeReclaimPolicy": "Retain", "hostPath": {"path": f"/tmp/{self.namespace}-{app}"},
+                     "claimRef": {"namespace": self.namespace, "name": f"{app}-checkpoint"}},
+        }
+        self.cp.kubectl("apply", "-f", "-", input=json.dumps(pv))
+
+    def config_properties(self, app: str) -> dict[str, str]:
+        data = (self.get("ConfigMap", f"{app}-config") or {}).get("data") or {}
+        return dict(line.split("=", 1) for line in data.get("spark.properties", "").splitlines() if "=" in line)
+
+
+def example(name: str, namespace: str, bootstrap: str) -> dict:
+    doc = yaml.safe_load((EXAMPLES / f"{name}.yaml").read_text())
+    doc["metadata"]["namespace"] = namespace
+    doc["spec"]["kafka"]["bootstrapServers"] = bootstrap
+    return doc
+
+
+def input_topics(doc: dict) -> list[str]:
+    spec = doc["spec"]
+    topics = [t for s in spec["sources"] for t in ([s["topic"]] if "topic" in s else s["topics"])]
+    return topics + [t["topic"] for t in spec.get("tables", [])]
+
+
+def simple_app(name: str, namespace: str, bootstrap: str, topic: str, **spec) -> dict:
+    doc = {
+        "apiVersion": "streamapp.io/v1alpha1", "kind": "StreamApp",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "kafka": {"bootstrapServers": bootstrap},
+            "sources": [{"name": "lines", "topic": topic, "format": "string"}],
+            "streams": [{"name": "counts", "from": "lines", "steps": [
+                {"aggregate": {"groupBy": ["value"], "columns": {"n": "count(*)"}}}], "emit": "updates"}],
+            "sinks": [{"from": "counts", "kafka": {"topic": f"{topic}-out", "key": "value"}}],
+            "executor": {"cores": 1},
+            "restartPolicy": {"backoff": "1s", "maxBackoff": "4s"},
+        },
+    }
+    for key, value in spec.items():
+        doc["spec"][key] = copy.deepcopy(value)
+    return doc
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"

@@ -1,0 +1,104 @@
+"""The operator on the real API server, kwok nodes and Kafka: children, restore, scaling."""
+
+from __future__ import annotations
+
+import pytest
+
+from streamapp_testbed.kafka_admin import add_partitions, create_topic
+from streamapp_testbed.kwok import EXIT_CODE_ANNOTATION, FAIL_LABEL
+
+from operator_bed import example, input_topics, simple_app, unique, wait_for
+
+pytestmark = pytest.mark.integration
+CHILDREN = ("ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Service", "Pod")
+EXAMPLES = ("word-count", "click-sessions", "log-routing", "not-looking-at-facebook", "pos-invoices",
+            "profile-enrichment", "search-clicks", "stock-stats")
+
+
+@pytest.mark.slow
+def test_every_example_gets_its_children_owned_and_a_running_driver(cluster, kafka):
+    apps = {}
+    for name in EXAMPLES:
+        doc = example(name, cluster.namespace, kafka.bootstrap)
+        for topic in input_topics(doc):
+            create_topic(kafka.bootstrap, f"{topic}", partitions=2) if not _exists(kafka, topic) else None
+        cluster.pv_for(name)
+        cluster.apply(doc)
+        apps[name] = doc
+    for name in apps:
+        wait_for(f"{name} Running", lambda: cluster.status(name).get("phase") == "Running", timeout=120)
+        uid = cluster.app(name)["metadata"]["uid"]
+        suffix = {"ConfigMap": "config"}
+        for kind in CHILDREN:
+            child = cluster.get(kind, f"{name}-{suffix.get(kind, 'driver')}")
+            assert child is not None, f"{name}: no {kind}"
+            owners = child["metadata"].get("ownerReferences") or []
+            assert [(o["uid"], o.get("controller")) for o in owners] == [(uid, True)], f"{name}: {kind} owners {owners}"
+        claim = cluster.get("PersistentVolumeClaim", f"{name}-checkpoint")
+        assert claim["status"]["phase"] == "Bound"
+        assert not claim["metadata"].get("ownerReferences"), "retained by default: not garbage-collected"
+        assert len(cluster.driver_pods(name)) == 1
+        assert cluster.condition(name, "Ready")["status"] == "True"
+
+
+def _exists(kafka, topic: str) -> bool:
+    from confluent_kafka.admin import AdminClient
+
+    return topic in AdminClient({"bootstrap.servers": kafka.bootstrap}).list_topics(timeout=10).topics
+
+
+def _started(cluster, kafka, partitions=2, **spec):
+    topic = unique("lines")
+    create_topic(kafka.bootstrap, topic, partitions=partitions)
+    cluster.pv_for("app")
+    cluster.apply(simple_app("app", cluster.namespace, kafka.bootstrap, topic, **spec))
+    pod = wait_for("a running driver", lambda: cluster.running_driver("app"), timeout=90)
+    return topic, pod
+
+
+def test_failed_then_deleted_driver_is_replaced_on_the_same_claim_and_counted(cluster, kafka, control_plane):
+    _, first = _started(cluster, kafka)
+    control_plane.kubectl("-n", cluster.namespace, "annotate", "pod", "app-driver", f"{EXIT_CODE_ANNOTATION}=137")
+    control_plane.kubectl("-n", cluster.namespace, "label", "pod", "app-driver", f"{FAIL_LABEL}=true")
+
+    second = wait_for("a new driver after the failure",
+                      lambda: cluster.running_driver("app", not_uid=first["metadata"]["uid"]), timeout=60)
+    status = wait_for("restart counted", lambda: cluster.status("app").get("restarts") == 1 and cluster.status("app"))
+    assert status["lastRestartTime"]
+    claim = lambda pod: next(v["persistentVolumeClaim"]["claimName"] for v in pod["spec"]["volumes"] if v["name"] == "checkpoint")  # noqa: E731
+    assert claim(second) == claim(first) == "app-checkpoint"
+    assert any(e["reason"] == "DriverFailed" and "137" in e["message"] for e in cluster.events("app"))
+
+    cluster.kubectl("delete", "pod", "app-driver", "--wait=false")
+    wait_for("a third driver after the deletion",
+             lambda: cluster.running_driver("app", not_uid=second["metadata"]["uid"]), timeout=60)
+    wait_for("second restart counted", lambda: cluster.status("app").get("restarts") == 2)
+    assert len(cluster.driver_pods("app")) == 1
+
+
+def test_executors_follow_the_partition_count(cluster, kafka):
+    topic, first = _started(cluster, kafka, partitions=2)
+    assert first["metadata"]["annotations"]["streamapp.io/executors"] == "2"
+    assert cluster.config_properties("app")["spark.executor.instances"] == "2"
+
+    add_partitions(kafka.bootstrap, topic, 5)
+
+    second = wait_for("a driver with 5 executors", lambda: (
+        (pod := cluster.running_driver("app")) and pod["metadata"]["annotations"]["streamapp.io/executors"] == "5" and pod),
+        timeout=90)
+    assert second["metadata"]["uid"] != first["metadata"]["uid"]
+    assert cluster.config_properties("app")["spark.executor.instances"] == "5"
+    wait_for("status shows it", lambda: (s := cluster.status("app")).get("partitions") == 5 and s.get("executors") == 5)
+    assert cluster.status("app").get("restarts", 0) == 0, "a rescale is not a failure"
+
+
+def test_kubectl_scale_sets_the_executor_count(cluster, kafka):
+    _, first = _started(cluster, kafka, partitions=1)
+    cluster.kubectl("scale", "sapp/app", "--replicas=4")
+    wait_for("a driver with 4 executors", lambda: (
+        (pod := cluster.running_driver("app")) and pod["metadata"]["annotations"]["streamapp.io/executors"] == "4"),
+        timeout=60)
+    assert cluster.config_properties("app")["spark.executor.instances"] == "4"
+    scale = wait_for("scale subresource", lambda: (
+        (out := cluster.kubectl("get", "sapp/app", "-o", "jsonpath={.status.executors}").stdout) == "4" and out))
+    assert scale == "4"
