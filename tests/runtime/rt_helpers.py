@@ -1,0 +1,78 @@
+"""Helpers for runtime tests: build manifests, run an app to completion in-process, read topics."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime, timezone
+
+from confluent_kafka import Consumer, Producer
+
+from streamapp_api import load
+from streamapp_runtime import runner
+from streamapp_runtime.settings import Settings
+
+
+def app(name: str, spec: dict, bootstrap: str = "kafka:9092") -> object:
+    spec = {"kafka": {"bootstrapServers": bootstrap}, **spec}
+    return load({"apiVersion": "streamapp.io/v1alpha1", "kind": "StreamApp", "metadata": {"name": name}, "spec": spec})
+
+
+def run_available_now(spark, the_app, kafka, checkpoint, dsn: str | None = None):
+    """Run every query of the app with availableNow and return {query name: [progress dicts]}."""
+    settings = Settings(checkpoint_root=str(checkpoint), kafka_override=kafka.bootstrap, available_now=True,
+                        metrics_port=None, postgres_uris={"*": dsn} if dsn else {})
+    running = runner.start(spark, the_app, settings, quiet=True, wait_for_topics=False)
+    queries = list(running.queries)
+    code = runner.supervise(spark, running)
+    assert code == 0, [str(q.exception()) for q in queries if q.exception()]
+    return {q.name: [json.loads(p.json) if hasattr(p, "json") else p for p in q.recentProgress] for q in queries}
+
+
+def late_dropped(progress: list[dict]) -> int:
+    return sum(int(o.get("numRowsDroppedByWatermark") or 0) for p in progress for o in p.get("stateOperators") or [])
+
+
+def ts(seconds: float, base: datetime = datetime(2026, 1, 1, tzinfo=timezone.utc)) -> str:
+    """An ISO timestamp `seconds` after 2026-01-01T00:00:00Z."""
+    return datetime.fromtimestamp(base.timestamp() + seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def produce(bootstrap: str, topic: str, records, timestamps_ms: list[int] | None = None) -> None:
+    """(key, value) pairs, values as dicts (JSON), strings, or None; in order, one partition at a time."""
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    for i, (key, value) in enumerate(records):
+        if isinstance(value, dict):
+            value = json.dumps(value)
+        kwargs = {"timestamp": timestamps_ms[i]} if timestamps_ms else {}
+        producer.produce(topic, key=key, value=value, **kwargs)
+    assert producer.flush(60) == 0
+
+
+def consume(bootstrap: str, topic: str, expect: int | None = None, timeout: float = 20, idle: float = 3) -> list[dict]:
+    """Every record of a topic as {key, value, headers}; values decoded from JSON when possible."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{time.monotonic_ns()}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    out: list[dict] = []
+    deadline, last = time.monotonic() + timeout, time.monotonic()
+    try:
+        while time.monotonic() < deadline and (expect is None or len(out) < expect):
+            msg = consumer.poll(0.5)
+            if msg is None:
+                if expect is None and time.monotonic() - last > idle:
+                    break
+                continue
+            if msg.error():
+                continue
+            value = msg.value()
+            try:
+                value = json.loads(value) if value is not None else None
+            except ValueError:
+                value = value.decode()
+            out.append({"key": msg.key().decode() if msg.key() is not None else None, "value": value,
+                        "headers": {k: v.decode() for k, v in (msg.headers() or [])}})
+            last = time.monotonic()
+    finally:
+        consumer.close()
+    return out
