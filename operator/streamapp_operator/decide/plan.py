@@ -234,7 +234,7 @@ class _Planner:
             state["resetNonce"] = app.spec.state.reset_nonce
         if launch:
             state["shufflePartitions"] = launch.shuffle_partitions
-        sinks = [{"name": n, "lag": lag} for n, lag in obs.progress.sink_lag] or None
+        sinks = _sinks(obs.progress)
         return fold_status(
             obs.status, phase=phase, message=message[:1000], now=self.now, generation=obs.generation,
             conditions=[ready, progress, degraded, spec_valid],
@@ -245,3 +245,17 @@ class _Planner:
             restarts=restarts, lastRestartTime=last_restart, driverPod=driver_pod,
             state=state, sinks=sinks if running else None,
         )
+
+
+def _sinks(progress) -> list[dict] | None:
+    """Per-query progress for status.sinks: lag and the time of the last batch, from the driver's metrics."""
+    lag, last = dict(progress.sink_lag), dict(progress.sink_last_batch)
+    out = []
+    for query in sorted(set(lag) | set(last)):
+        entry: dict = {"name": query}
+        if query in lag:
+            entry["lag"] = lag[query]
+        if query in last:
+            entry["lastProgressTime"] = rfc3339(last[query])
+        out.append(entry)
+    return out or None

@@ -46,6 +46,7 @@ class Progress:
     lag: int | None = None
     last_batch: datetime | None = None
     sink_lag: tuple[tuple[str, int], ...] = ()
+    sink_last_batch: tuple[tuple[str, datetime], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -16,25 +16,30 @@ TIMEOUT = 1.0
 
 def parse(text: str) -> Progress:
     lag_by_query: dict[str, int] = {}
-    last_batch: float | None = None
+    batch_by_query: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
+            query = sample.labels.get("query", "")
             if sample.name == "streamapp_source_lag_records":
-                query = sample.labels.get("query", "")
                 lag_by_query[query] = lag_by_query.get(query, 0) + int(sample.value)
-            elif sample.name == "streamapp_last_batch_timestamp_seconds":
-                last_batch = max(last_batch or 0.0, sample.value)
+            elif sample.name == "streamapp_last_batch_timestamp_seconds" and sample.value > 0:
+                batch_by_query[query] = max(batch_by_query.get(query, 0.0), sample.value)
+
+    def moment(seconds: float | None) -> datetime | None:
+        return datetime.fromtimestamp(seconds, timezone.utc) if seconds else None
+
     return Progress(
         lag=sum(lag_by_query.values()) if lag_by_query else None,
-        last_batch=datetime.fromtimestamp(last_batch, timezone.utc) if last_batch else None,
+        last_batch=moment(max(batch_by_query.values(), default=None)),
         sink_lag=tuple(sorted(lag_by_query.items())),
+        sink_last_batch=tuple(sorted((q, moment(t)) for q, t in batch_by_query.items())),
     )
 
 
-def observe(pod_ip: str | None, timeout: float = TIMEOUT) -> Progress:
+def observe(pod_ip: str | None, timeout: float = TIMEOUT, port: int = names.METRICS_PORT) -> Progress:
     if not pod_ip:
         return Progress()
-    url = f"http://{pod_ip}:{names.METRICS_PORT}/metrics"
+    url = f"http://{pod_ip}:{port}/metrics"
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # pod IPs never go through a proxy
     try:
         with opener.open(url, timeout=timeout) as response:

@@ -57,6 +57,35 @@ def test_driver_metrics_give_lag_per_query_and_last_batch():
     assert progress.lag == 13
     assert progress.sink_lag == (("q1", 12), ("q2", 1))
     assert progress.last_batch == T0
+    assert dict(progress.sink_last_batch)["q2"] == T0 - timedelta(seconds=100)
+
+
+def test_driver_metrics_are_scraped_over_http_and_an_unreachable_driver_means_no_data():
+    import http.server
+    import threading
+
+    from streamapp_testbed.process import free_port
+    from streamapp_operator.observe.metrics import observe
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            body = METRICS.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        assert observe("127.0.0.1", port=server.server_port).lag == 13
+    finally:
+        server.shutdown()
+    assert observe("127.0.0.1", port=free_port()).lag is None  # nothing listening: no lag data, no error
+    assert observe(None).lag is None
 
 
 def test_no_lag_metrics_means_no_lag_data():

@@ -177,3 +177,12 @@ def test_gave_up_stays_failed_until_the_spec_changes():
     assert stuck.driver is None and stuck.status["phase"] == "Failed"
     retried = plan(world(overrides, pod="absent", status=status, generation=2), SETTINGS, Memory(), T0)
     assert retried.driver == "create" and retried.status["restarts"] == 0
+
+
+def test_driver_progress_lands_in_status():
+    from streamapp_operator.decide.world import Progress
+
+    progress = Progress(lag=12, last_batch=T0, sink_lag=(("counts-out", 12),), sink_last_batch=(("counts-out", T0),))
+    p = plan(replace(world(), progress=progress), SETTINGS, Memory(), T0)
+    assert p.status["lag"] == 12
+    assert p.status["sinks"] == [{"name": "counts-out", "lag": 12, "lastProgressTime": "2026-01-01T00:00:00Z"}]

@@ -1,0 +1,42 @@
+"""``streamapp render FILE``: the operator's own objects, printed."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+import yaml
+
+from streamapp_operator import render_cli
+
+from operator_apps import EXAMPLES
+
+pytestmark = pytest.mark.unit
+
+
+def _run(capsys, *argv) -> tuple[int, str, str]:
+    parser = argparse.ArgumentParser()
+    render_cli.configure(parser)
+    code = render_cli.run(parser.parse_args(list(argv)))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_render_prints_every_object_the_operator_applies(capsys):
+    code, out, _ = _run(capsys, str(EXAMPLES / "word-count.yaml"), "--namespace", "streams", "--partitions", "6")
+    objects = list(yaml.safe_load_all(out))
+    assert code == 0
+    assert [o["kind"] for o in objects] == ["ServiceAccount", "Role", "RoleBinding", "PersistentVolumeClaim",
+                                            "ConfigMap", "Service", "Pod"]
+    assert {o["metadata"]["namespace"] for o in objects} == {"streams"}
+    assert "spark.executor.instances=3\n" in objects[4]["data"]["spark.properties"]  # 6 partitions / 2 cores
+
+
+def test_render_refuses_an_invalid_manifest_with_the_field(capsys, tmp_path):
+    doc = yaml.safe_load((EXAMPLES / "word-count.yaml").read_text())
+    doc["spec"]["sinks"][0]["from"] = "nowhere"
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    code, out, err = _run(capsys, str(path))
+    assert code == 1 and out == ""
+    assert "spec.sinks[0].from" in err
