@@ -26,6 +26,8 @@ COMMANDS: dict[str, Command] = {
     # Lazily imported from apps/: only these subcommands need pyspark.
     "run": Command("streamapp_runtime.cli", "run a StreamApp on Spark (local, or in the driver pod)"),
     "state": Command("streamapp_runtime.state_cli", "read current aggregate state from an app's checkpoint"),
+    # Lazily imported from operator/: needs no cluster, prints what the operator would apply.
+    "render": Command("streamapp_operator.render_cli", "print the Kubernetes objects the operator applies for a StreamApp"),
 }
 
 
