@@ -66,8 +66,14 @@ class _Planner:
         running = obs.driver.pod.state in ("pending", "running")
         current = obs.driver.executors if running else None
         desired = desired_executors(obs.kafka.partitions, spec)
-        verdict = debounce(current, desired, self.memory.pending_scale, self.now, self.settings.scale_debounce,
+        before = self.memory.pending_scale
+        verdict = debounce(current, desired, before, self.now, self.settings.scale_debounce,
                            explicit=spec.executors is not None)
+        if verdict.pending is not None and verdict.pending != before:
+            self.events.append(Event("Normal", "ScalePending",
+                                     f"{obs.kafka.partitions} partitions want {verdict.pending.executors} executors "
+                                     f"(running {current}); restarting once that holds for "
+                                     f"{int(self.settings.scale_debounce.total_seconds())}s"))
         self.memory = replace(self.memory, pending_scale=verdict.pending)
         executors = verdict.executors if desired is not None else (current or (obs.applied and obs.applied.executors))
         if verdict.pending is not None:
@@ -87,6 +93,8 @@ class _Planner:
         obs = self.obs
         if obs.kafka.error:
             self.degraded.append(Cond("Degraded", True, "KafkaUnreachable", obs.kafka.error))
+            if obs.status.get("message") != obs.kafka.error:
+                self.events.append(Event("Warning", "KafkaUnreachable", obs.kafka.error))
             self.memory = replace(self.memory, kafka_failures=self.memory.kafka_failures + 1)
         else:
             self.memory = replace(self.memory, kafka_failures=0)

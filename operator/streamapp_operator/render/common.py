@@ -9,6 +9,23 @@ from streamapp_api import StreamApp
 from .. import names
 
 
+SPARK_UID = 185  # the user of the Apache Spark images
+POD_SECURITY = {
+    "runAsNonRoot": True,
+    "runAsUser": SPARK_UID,
+    "runAsGroup": SPARK_UID,
+    "fsGroup": SPARK_UID,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+CONTAINER_SECURITY = {
+    "runAsNonRoot": True,
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "privileged": False,
+    "capabilities": {"drop": ["ALL"]},
+}
+
+
 @dataclass(frozen=True)
 class Launch:
     """The operator's decisions a driver is started with (everything else comes from the spec)."""

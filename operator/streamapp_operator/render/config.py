@@ -6,6 +6,7 @@ app; ``spark.properties`` is one ``key=value`` a line, applied verbatim by the r
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 
@@ -14,12 +15,13 @@ import yaml
 from streamapp_api import StreamApp, spark_memory
 
 from .. import names
-from .common import Launch, image_of, metadata, namespace_of
+from .common import CONTAINER_SECURITY, POD_SECURITY, Launch, image_of, metadata, namespace_of
 
 STATE_STORE_PROVIDERS = {
     "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
     "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
 }
+EXECUTOR_TEMPLATE = "executor-template.yaml"
 _VOLUME = f"spark.kubernetes.executor.volumes.persistentVolumeClaim.{names.CHECKPOINT_VOLUME}"
 
 
@@ -55,6 +57,8 @@ def spark_properties(app: StreamApp, launch: Launch) -> dict[str, str]:
         f"{_VOLUME}.options.claimName": names.checkpoint_claim(name),
         f"{_VOLUME}.mount.path": names.CHECKPOINT_MOUNT,
         f"{_VOLUME}.mount.readOnly": "false",
+        "spark.kubernetes.executor.podTemplateFile": f"{names.CONFIG_DIR}/{EXECUTOR_TEMPLATE}",
+        "spark.kubernetes.executor.podTemplateContainerName": "executor",
         "spark.sql.shuffle.partitions": str(launch.shuffle_partitions),
         "spark.sql.streaming.stateStore.providerClass": STATE_STORE_PROVIDERS[spec.state.store],
     }
@@ -83,6 +87,28 @@ def parse_properties(text: str) -> dict[str, str]:
     return props
 
 
+def executor_template(app: StreamApp) -> dict:
+    """The pod template Spark starts executors from: locked down like the driver (Spark adds its
+    own local-dir emptyDirs, the checkpoint volume and the resources)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"labels": names.labels(app.metadata.name, "executor")},
+        "spec": {
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            "securityContext": copy.deepcopy(POD_SECURITY),
+            "containers": [{
+                "name": "executor",
+                "env": [{"name": "HOME", "value": "/tmp"}],
+                "securityContext": copy.deepcopy(CONTAINER_SECURITY),
+                "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+            }],
+            "volumes": [{"name": "tmp", "emptyDir": {}}],
+        },
+    }
+
+
 def render_config_map(app: StreamApp, uid: str, launch: Launch) -> dict:
     return {
         "apiVersion": "v1",
@@ -91,6 +117,7 @@ def render_config_map(app: StreamApp, uid: str, launch: Launch) -> dict:
         "data": {
             "streamapp.yaml": yaml.safe_dump(manifest(app), sort_keys=False, default_flow_style=False),
             "spark.properties": properties_text(spark_properties(app, launch)),
+            EXECUTOR_TEMPLATE: yaml.safe_dump(executor_template(app), sort_keys=False, default_flow_style=False),
         },
     }
 

@@ -6,12 +6,12 @@ only once the old pod is gone (the fixed pod name is the fence).
 
 from __future__ import annotations
 
+import copy
+
 from streamapp_api import StreamApp, spark_memory_mib
 
 from .. import names
-from .common import Launch, image_of, metadata
-
-SPARK_UID = 185  # the user of the Apache Spark images
+from .common import CONTAINER_SECURITY, POD_SECURITY, Launch, image_of, metadata
 
 
 def pod_memory_mib(memory: str, overhead: str | None) -> int:
@@ -54,13 +54,7 @@ def _container(app: StreamApp, launch: Launch) -> dict:
             "periodSeconds": 10,
             "failureThreshold": 3,
         },
-        "securityContext": {
-            "runAsNonRoot": True,
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "privileged": False,
-            "capabilities": {"drop": ["ALL"]},
-        },
+        "securityContext": copy.deepcopy(CONTAINER_SECURITY),
         "volumeMounts": [
             {"name": "config", "mountPath": names.CONFIG_DIR, "readOnly": True},
             {"name": names.CHECKPOINT_VOLUME, "mountPath": names.CHECKPOINT_MOUNT},
@@ -97,13 +91,7 @@ def render_driver_pod(app: StreamApp, uid: str, launch: Launch, config_hash: str
             "restartPolicy": "Never",
             "terminationGracePeriodSeconds": 120,
             "enableServiceLinks": False,
-            "securityContext": {
-                "runAsNonRoot": True,
-                "runAsUser": SPARK_UID,
-                "runAsGroup": SPARK_UID,
-                "fsGroup": SPARK_UID,
-                "seccompProfile": {"type": "RuntimeDefault"},
-            },
+            "securityContext": copy.deepcopy(POD_SECURITY),
             "containers": [_container(app, launch)],
             "volumes": [
                 {"name": "config", "configMap": {"name": names.config_map(name)}},

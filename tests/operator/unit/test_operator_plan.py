@@ -103,6 +103,7 @@ def test_kafka_unreachable_leaves_the_running_driver_alone():
     p = plan(world(kafka_error="Kafka at kafka:9092 unreachable"), SETTINGS, Memory(), T0)
     assert p.driver is None and p.patch == ()
     assert cond(p.status, "Degraded") == ("True", "KafkaUnreachable")
+    assert [e.reason for e in p.events] == ["KafkaUnreachable"]
     assert p.requeue == timedelta(seconds=5)
     again = plan(world(kafka_error="down"), SETTINGS, p.memory, T0)
     assert again.requeue == timedelta(seconds=10)  # backing off
@@ -119,6 +120,9 @@ def test_partition_growth_is_debounced_then_restarts_with_more_executors():
     p = plan(world(partitions=8), SETTINGS, Memory(), T0)
     assert p.driver is None and p.memory.pending_scale == PendingScale(4, T0)
     assert cond(p.status, "Progressing") == ("True", "ScalePending")
+    assert [e.reason for e in p.events] == ["ScalePending"]
+    waiting = plan(world(partitions=8), SETTINGS, p.memory, T0 + timedelta(seconds=30))
+    assert waiting.driver is None and waiting.events == ()  # one event per decision, not per look
     later = plan(world(partitions=8), SETTINGS, p.memory, T0 + timedelta(seconds=60))
     assert later.driver == "delete" and later.status_first and later.status["phase"] == "Restarting"
 

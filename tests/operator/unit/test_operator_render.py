@@ -108,3 +108,16 @@ def test_user_spark_conf_never_overrides_managed_keys():
 def test_memory_request_includes_spark_overhead():
     pod = _objects(driver={"memory": "2g"})["Pod"]
     assert pod["spec"]["containers"][0]["resources"]["limits"]["memory"] == f"{2048 + 384}Mi"
+
+
+def test_executors_start_from_a_locked_down_pod_template():
+    config = _objects()["ConfigMap"]
+    props = parse_properties(config["data"]["spark.properties"])
+    assert props["spark.kubernetes.executor.podTemplateFile"] == "/etc/streamapp/executor-template.yaml"
+    template = yaml.safe_load(config["data"]["executor-template.yaml"])
+    container = template["spec"]["containers"][0]
+    assert container["name"] == props["spark.kubernetes.executor.podTemplateContainerName"]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert template["spec"]["automountServiceAccountToken"] is False
+    assert "&id" not in config["data"]["executor-template.yaml"]  # no YAML aliases of shared objects
