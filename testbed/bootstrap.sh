@@ -39,6 +39,13 @@ if [[ ! -f $kube_dir/.complete ]]; then
     "$here/build-kube.sh" >"$CACHE/logs/kube-build.log" 2>&1 &
   go_pid=$!
 fi
+helm_dir=$CACHE/helm-$HELM_VERSION
+helm_pid=
+if [[ ! -f $helm_dir/.complete ]]; then
+  step "building helm $HELM_VERSION (log: $CACHE/logs/helm-build.log)"
+  CACHE=$CACHE HELM_VERSION=$HELM_VERSION "$here/build-helm.sh" >"$CACHE/logs/helm-build.log" 2>&1 &
+  helm_pid=$!
+fi
 
 # --- Python: one virtualenv per set of pinned requirements.
 py_key=$(python3 - "$repo/pyproject.toml" <<'PY'
@@ -80,5 +87,10 @@ if [[ -n $go_pid ]]; then
     echo "Kubernetes build failed; full log: $CACHE/logs/kube-build.log" >&2
     exit 1
   fi
+fi
+if [[ -n $helm_pid ]] && ! wait "$helm_pid"; then
+  tail -n 40 "$CACHE/logs/helm-build.log"
+  echo "helm build failed; full log: $CACHE/logs/helm-build.log" >&2
+  exit 1
 fi
 step "test bed installed under $CACHE"

@@ -1,0 +1,96 @@
+{{/* Names and labels shared by every template. */}}
+
+{{- define "streamapp-operator.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "streamapp-operator.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "streamapp-operator.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "streamapp-operator.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "streamapp-operator.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{ include "streamapp-operator.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: streamapp
+{{- end -}}
+
+{{- define "streamapp-operator.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "streamapp-operator.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The namespaces watched in namespaced mode, as a JSON list (the release's own when none given). */}}
+{{- define "streamapp-operator.watchNamespaces" -}}
+{{- if .Values.watchNamespaces -}}
+{{- .Values.watchNamespaces | uniq | toJson -}}
+{{- else -}}
+{{- list .Release.Namespace | toJson -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+What the operator does through the API server. Kept next to the operator's code paths:
+- streamapps: kopf lists/watches them and patches its progress annotations; the reconcile reads
+  each app and merge-patches its status; owner references with blockOwnerDeletion need
+  update on streamapps/finalizers where OwnerReferencesPermissionEnforcement is on.
+- the driver's children (ServiceAccount, Role, RoleBinding, PVC, ConfigMap, Service): read,
+  create-if-absent, merge-patch to converge.
+- pods: kopf watches driver pods; the reconcile creates and deletes the driver.
+- events: the reconcile and kopf post events on the StreamApp.
+- The driver's Role (operator render/rbac.py DRIVER_RULES) can only be created by someone who
+  holds every verb in it (RBAC escalation prevention), so those verbs are granted here too.
+*/}}
+{{- define "streamapp-operator.rules" -}}
+- apiGroups: ["streamapp.io"]
+  resources: ["streamapps"]
+  verbs: ["get", "list", "watch", "patch"]
+- apiGroups: ["streamapp.io"]
+  resources: ["streamapps/status"]
+  verbs: ["get", "patch"]
+- apiGroups: ["streamapp.io"]
+  resources: ["streamapps/finalizers"]
+  verbs: ["update"]
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete", "deletecollection"]
+- apiGroups: [""]
+  resources: ["services", "configmaps", "persistentvolumeclaims"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete", "deletecollection"]
+- apiGroups: [""]
+  resources: ["serviceaccounts"]
+  verbs: ["get", "create", "patch"]
+- apiGroups: ["rbac.authorization.k8s.io"]
+  resources: ["roles", "rolebindings"]
+  verbs: ["get", "create", "patch"]
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create"]
+{{- end -}}
+
+{{/* A Prometheus duration (30s, 10m, 1h) in seconds, for comparisons in PromQL. */}}
+{{- define "streamapp-operator.seconds" -}}
+{{- $d := toString . -}}
+{{- $n := regexFind "^[0-9]+" $d | int -}}
+{{- $u := trimPrefix (toString $n) $d -}}
+{{- $f := dict "s" 1 "m" 60 "h" 3600 "d" 86400 -}}
+{{- mul $n (get $f $u) -}}
+{{- end -}}
