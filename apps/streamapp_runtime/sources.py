@@ -57,13 +57,14 @@ def parse(raw: DataFrame, item: Source | Table) -> DataFrame:
     if item.format == "string":
         return raw.select(*keep, text.alias("value"), F.lit(None).cast("string").alias(ERROR))
     schema = item.schema_ or {}
-    parsed = raw.select(*keep, F.from_json(text, schema_ddl(schema, corrupt=True), JSON_OPTIONS).alias("__v"))
+    parsed = raw.select(*keep, F.from_json(text, schema_ddl(schema, corrupt=True), {**JSON_OPTIONS, "columnNameOfCorruptRecord": CORRUPT}).alias("__v"))
     columns = [F.col(f"__v.`{name}`").alias(name) for name in schema]
     df = parsed.select(*[c for c in parsed.columns if c != "__v"], *columns, F.col(f"__v.{CORRUPT}").alias(CORRUPT))
     event_time = getattr(item, "event_time", None)
     checks = [
         (F.col(RAW_VALUE).isNull(), F.lit("null value: a stream record needs a JSON object")),
-        (F.col(CORRUPT).isNotNull(), F.lit("malformed")),
+        # json_object_keys is null for text that is not one JSON object, which from_json may not flag.
+        (F.col(CORRUPT).isNotNull() | F.json_object_keys(F.col(RAW_VALUE).cast("string")).isNull(), F.lit("malformed")),
     ]
     if event_time is not None:
         checks.append((F.col(event_time).isNull(), F.lit(f"missing event time: field {event_time!r} is absent or null")))
@@ -84,7 +85,7 @@ def malformed_reason(schema: dict[str, str]) -> Column:
     ]
     listed = F.concat_ws("; ", *wrong) if wrong else F.lit("")
     return F.when(listed != "", F.concat(F.lit("wrong type: "), listed)).otherwise(
-        F.lit("malformed JSON: not an object of the declared schema"))
+        F.lit("malformed JSON: not a JSON object"))
 
 
 def source_frame(spark: SparkSession, source: Source, options: dict[str, str]) -> Frame:
