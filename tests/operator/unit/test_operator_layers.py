@@ -65,3 +65,16 @@ def test_adapters_never_import_the_orchestration():
 def test_the_checker_sees_a_violation():
     bad = PACKAGE / "decide" / "plan.py"
     assert "streamapp_operator.render" in _imports(bad)  # relative imports resolve to full names
+
+
+def test_import_linter_contracts_hold():
+    import os
+    import subprocess
+    import sys
+
+    config = PACKAGE.parent / ".importlinter"
+    linter = Path(sys.executable).parent / "lint-imports"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(PACKAGE.parents[1] / p) for p in ("crds", "operator"))}
+    result = subprocess.run([str(linter), "--config", str(config), "--no-cache"], capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "3 kept, 0 broken" in result.stdout
