@@ -47,3 +47,13 @@ testbed-up: deps
 crds: deps
 	$(PYTHON) -m streamapp_api.crd > crds/streamapp.io_streamapps.yaml
 
+
+# The benchmarks of issue 7 (bench/): results in bench/results/*.json, the table in README.md.
+# Heavy (tens of minutes); BENCH_ARGS passes options, e.g. BENCH_ARGS="dataplane --n 1000000".
+BENCH_ARGS ?=
+.PHONY: bench
+bench: deps
+	@status=0; STREAMAPP_BENCH_COMMAND="make bench $(BENCH_ARGS)" PYTHONPATH=$(PYTHONPATH):$(CURDIR)/bench \
+	  $(PYTHON) -m streamapp_bench $(BENCH_ARGS) || status=$$?; \
+	  $(PYTHON) -m streamapp_testbed leftovers || { echo "the bench left processes running" >&2; status=1; }; \
+	  exit $$status

@@ -1,0 +1,109 @@
+"""`python -m streamapp_bench`: run the benches, write bench/results/<name>.json, render the README.
+
+Each bench starts the test bed parts it needs and stops them when it ends. Adding one (recovery on a
+real cluster, issue 6) is a module with `run(bed, workdir, **options) -> dict`, an entry in BENCHES
+and a renderer in report.RENDER.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import ExitStack
+from datetime import datetime, timezone
+from pathlib import Path
+
+from streamapp_testbed import bed
+from streamapp_testbed.paths import REPO_DIR, versions
+
+from . import controlplane, dataplane, report
+
+BENCH_DIR = REPO_DIR / "bench"
+# name -> (test bed parts, how to run it with the parsed arguments)
+BENCHES = {
+    "dataplane": (("kafka", "postgres"), lambda tb, wd, a: dataplane.run(
+        tb, wd, n=a.n, partitions=a.partitions, live_seconds=a.live_seconds, max_offsets=a.max_offsets or max(a.n // 30, 1000),
+        users=a.users, timeout=a.timeout, min_seconds=a.min_seconds)),
+    "controlplane": (("kafka", "kube", "kwok"), lambda tb, wd, a: controlplane.run(
+        tb, wd, total=a.apps, batch=a.batch, fail=a.fail, settle=a.settle, timeout=a.timeout)),
+}
+
+
+def machine() -> dict:
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor())
+    mem = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal"))
+    return {"cpus": os.cpu_count(), "cpu": cpu, "memory_gib": round(mem / 1024 / 1024), "os": platform.platform(terse=True),
+            "load_at_start": " ".join(f"{x:.1f}" for x in os.getloadavg())}
+
+
+def software() -> dict:
+    import kopf
+    import pyspark
+
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[0]
+    v = versions()
+    return {"Kafka": v["KAFKA_VERSION"], "Kafka Streams": v["KAFKA_VERSION"], "Spark (pyspark)": pyspark.__version__,
+            "Kubernetes": v["KUBE_VERSION"], "kwok": v["KWOK_VERSION"], "kopf": kopf.__version__,
+            "Python": platform.python_version(), "Java": java.split('"')[1] if '"' in java else java}
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m streamapp_bench", description=__doc__.splitlines()[0])
+    p.add_argument("benches", nargs="*", default=list(BENCHES), choices=[[], *BENCHES], help="default: all")
+    p.add_argument("--n", type=int, default=3_000_000, help="events in the data-plane backlog")
+    p.add_argument("--partitions", type=int, default=4)
+    p.add_argument("--users", type=int, default=5000, help="concurrent users of the generator")
+    p.add_argument("--max-offsets", type=int, default=0, help="Spark maxOffsetsPerTrigger (default N/30)")
+    p.add_argument("--live-seconds", type=float, default=60, help="length of each fixed-rate latency run")
+    p.add_argument("--min-seconds", type=float, default=60, help="the raw consumer reads the topic again until this long")
+    p.add_argument("--apps", type=int, default=1000)
+    p.add_argument("--batch", type=int, default=100)
+    p.add_argument("--fail", type=int, default=100)
+    p.add_argument("--settle", type=float, default=30, help="seconds of steady state measured at the first and last batch")
+    p.add_argument("--timeout", type=float, default=900, help="per engine run / per wait")
+    p.add_argument("--results", type=Path, default=BENCH_DIR / "results")
+    p.add_argument("--readme", type=Path, default=REPO_DIR / "README.md", help="'-': do not render")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stderr)
+    args.results.mkdir(parents=True, exist_ok=True)
+    command = os.environ.get("STREAMAPP_BENCH_COMMAND") or "python -m streamapp_bench " + shlex.join(argv or sys.argv[1:])
+    for name in args.benches:
+        parts, runner = BENCHES[name]
+        started = datetime.now(timezone.utc)
+        began = time.monotonic()
+        header = {"name": name, "command": command, "started": started.strftime("%Y-%m-%d %H:%M UTC"),
+                  "machine": machine(), "versions": software(),
+                  "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}}
+        logging.info("bench %s: starting %s", name, ", ".join(parts))
+        workdir = Path(tempfile.mkdtemp(prefix=f"streamapp-bench-{name}-"))
+        try:
+            with ExitStack() as stack:
+                testbed = bed.start(stack, parts)
+                result = runner(testbed, workdir, args)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        out = {**header, "seconds": round(time.monotonic() - began, 1), "result": result}
+        path = args.results / f"{name}.json"
+        path.write_text(json.dumps(out, indent=1, sort_keys=False) + "\n")
+        logging.info("bench %s: wrote %s", name, path)
+    if str(args.readme) != "-":
+        report.update_readme(args.readme, args.results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,210 @@
+"""The control-plane bench: StreamApps applied in batches on the test bed's API server with kwok
+nodes; apply → driver pod created, the operator's RSS and CPU, and failure → replacement driver
+created after kwok's chaos stage fails drivers, at the first batch and at the full count."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+from streamapp_testbed import kafka_admin
+from streamapp_testbed.kwok import fake_node
+from streamapp_testbed.process import ManagedProcess, free_port
+
+from . import engines, measure
+
+log = logging.getLogger("bench.control")
+NAMESPACE = "bench-cp"
+DRIVER = "streamapp.io/component=driver"
+CRD = engines.REPO_DIR / "crds" / "streamapp.io_streamapps.yaml"
+
+
+class PodWatch:
+    """Times (this process's clock) at which driver pods were first seen, and first seen Failed."""
+
+    def __init__(self, api_client):
+        from kubernetes import client
+
+        self.core = client.CoreV1Api(api_client)
+        self.added: dict[str, list[tuple[float, str]]] = {}  # app -> [(time, uid)]
+        self.failed: dict[str, float] = {}  # uid -> time
+        self.phase: dict[str, str] = {}  # uid -> phase
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="pod-watch")
+
+    def start(self) -> "PodWatch":
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        from kubernetes import watch
+
+        while not self._stop.is_set():
+            try:
+                for event in watch.Watch().stream(self.core.list_namespaced_pod, NAMESPACE, label_selector=DRIVER,
+                                                  timeout_seconds=5, _request_timeout=15):
+                    self._seen(event["type"], event["object"], time.monotonic())
+            except Exception as exc:  # noqa: BLE001 - a dropped watch is re-opened
+                log.debug("pod watch: %s", exc)
+                time.sleep(0.2)
+
+    def _seen(self, kind: str, pod, now: float) -> None:
+        app = (pod.metadata.labels or {}).get("streamapp.io/app")
+        uid = pod.metadata.uid
+        if app is None:
+            return
+        uids = self.added.setdefault(app, [])
+        if uid not in {u for _, u in uids}:
+            uids.append((now, uid))
+        phase = pod.status.phase if pod.status else None
+        self.phase[uid] = phase
+        if phase == "Failed" and uid not in self.failed:
+            self.failed[uid] = now
+
+    def created(self, app: str) -> float | None:
+        return self.added[app][0][0] if self.added.get(app) else None
+
+    def running(self, app: str) -> bool:
+        return bool(self.added.get(app)) and self.phase.get(self.added[app][-1][1]) == "Running"
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=20)
+
+
+def proc_usage(pid: int) -> tuple[float, float]:
+    """(RSS in MiB, CPU seconds so far) of a process, from /proc."""
+    rss = 0.0
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            rss = int(line.split()[1]) / 1024
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return rss, cpu
+
+
+def app_doc(name: str, bootstrap: str, topic: str) -> dict:
+    run = engines.Run(bootstrap, topic, f"{topic}-out", Path("."), "final", 0, 2)
+    doc = engines.manifest(run, name)
+    doc["metadata"]["namespace"] = NAMESPACE
+    doc["spec"]["restartPolicy"] = {"backoff": "1s", "maxBackoff": "10s", "maxRestarts": 0}
+    return doc
+
+
+def pv(app: str) -> dict:
+    return {"apiVersion": "v1", "kind": "PersistentVolume",
+            "metadata": {"name": f"bench-{app}", "labels": {"streamapp-bench": NAMESPACE}},
+            "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteMany", "ReadWriteOnce"],
+                     "persistentVolumeReclaimPolicy": "Retain", "hostPath": {"path": f"/tmp/bench-{app}"},
+                     "claimRef": {"namespace": NAMESPACE, "name": f"{app}-checkpoint"}}}
+
+
+def _wait(what: str, check, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.25)
+    log.warning("timed out after %.0fs waiting for %s", timeout, what)
+    return False
+
+
+def _pcts(values: list[float]) -> dict:
+    return {"n": len(values), "p50_s": measure.percentile(values, 50), "p99_s": measure.percentile(values, 99),
+            "max_s": max(values) if values else None}
+
+
+def _prepare(bed, nodes: int, pods_per_node: int) -> None:
+    cp = bed.control_plane
+    extra = []
+    for i in range(nodes):
+        node = fake_node(f"bench-node-{i}", cpu="1000", memory="4Ti")
+        for key in ("allocatable", "capacity"):
+            node["status"][key]["pods"] = str(pods_per_node)
+        extra.append(node)
+    cp.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": extra}))
+    cp.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
+    cp.kubectl("wait", "--for=condition=Established", "crd/streamapps.streamapp.io", "--timeout=60s")
+    cp.kubectl("create", "namespace", NAMESPACE, check=False)
+
+
+def fail_drivers(bed, watch: PodWatch, apps: list[str], timeout: float) -> dict:
+    """Fail the running driver of each app through kwok; failure → replacement pod created."""
+    _wait("victims Running", lambda: all(watch.running(a) for a in apps), timeout)
+    old = {a: watch.added[a][-1][1] for a in apps}
+    for app in apps:
+        bed.kwok.fail_pod(NAMESPACE, f"{app}-driver")
+
+    def replaced(app: str) -> float | None:
+        later = [t for t, uid in watch.added.get(app, []) if uid != old[app] and t > watch.failed.get(old[app], 1e18)]
+        return later[0] if later else None
+
+    _wait("replacement drivers", lambda: all(replaced(a) for a in apps), timeout)
+    latencies = [replaced(a) - watch.failed[old[a]] for a in apps if replaced(a) and old[a] in watch.failed]
+    return {**_pcts(latencies), "failed_seen": sum(old[a] in watch.failed for a in apps), "victims": len(apps)}
+
+
+def run(bed, workdir: Path, total: int = 1000, batch: int = 100, fail: int = 100, nodes: int = 5,
+        settle: float = 30.0, timeout: float = 600.0) -> dict:
+    from streamapp_operator.kubeapi import Kube, load_config
+    from streamapp_testbed.kube import CONTEXT
+
+    _prepare(bed, nodes, pods_per_node=max(110, total // nodes + 50))
+    topic = "cp-clicks"
+    kafka_admin.create_topic(bed.kafka.bootstrap, topic, partitions=2)
+    api = load_config(str(bed.control_plane.kubeconfig), CONTEXT)
+    kube = Kube(api)
+    argv = [sys.executable, "-m", "streamapp_operator", "--namespace", NAMESPACE, "--metrics-port", str(free_port()),
+            "--metrics-address", "127.0.0.1", "--runtime-image", "streamapp/runtime:bench"]
+    env = {**engines.ENV, "KUBECONFIG": str(bed.control_plane.kubeconfig)}
+    operator = ManagedProcess("operator", argv, workdir / "operator.log", env=env).start()
+    watch = PodWatch(api).start()
+    steps, failures = [], {}
+    applied: dict[str, float] = {}
+    try:
+        for start in range(0, total, batch):
+            names = [f"app-{i:04d}" for i in range(start, min(start + batch, total))]
+            bed.control_plane.kubectl("apply", "-f", "-", input=json.dumps(
+                {"apiVersion": "v1", "kind": "List", "items": [pv(n) for n in names]}))
+            rss0, cpu0 = proc_usage(operator.proc.pid)
+            began = time.monotonic()
+            for name in names:
+                kube.create(app_doc(name, bed.kafka.bootstrap, topic))
+                applied[name] = time.monotonic()
+            _wait(f"{len(names)} drivers", lambda: all(watch.created(n) for n in names) or not operator.running, timeout)
+            took = time.monotonic() - began
+            rss1, cpu1 = proc_usage(operator.proc.pid)
+            lat = [watch.created(n) - applied[n] for n in names if watch.created(n)]
+            step = {"apps": start + len(names), **_pcts(lat), "batch_seconds": round(took, 2),
+                    "rss_mib": round(rss1, 1), "cpu_percent_during_batch": round(100 * (cpu1 - cpu0) / took, 1)}
+            count = start + len(names)
+            if count == batch or count == total:
+                time.sleep(settle)  # steady state: resync timers of every app, no applies
+                rss2, cpu2 = proc_usage(operator.proc.pid)
+                step.update(rss_settled_mib=round(rss2, 1),
+                            cpu_percent_settled=round(100 * (cpu2 - cpu1) / (time.monotonic() - began - took), 1))
+                victims = [f"app-{i:04d}" for i in range(0, count, max(1, count // fail))][:fail]
+                failures[count] = fail_drivers(bed, watch, victims, timeout)
+                log.info("failures at %d apps: %s", count, failures[count])
+            steps.append(step)
+            log.info("control plane: %s", step)
+        rss_peak = max(s.get("rss_settled_mib", s["rss_mib"]) for s in steps)
+    finally:
+        watch.stop()
+        operator.stop()
+        bed.control_plane.kubectl("delete", "namespace", NAMESPACE, "--wait=false", check=False)
+        bed.control_plane.kubectl("delete", "pv", "-l", f"streamapp-bench={NAMESPACE}", "--wait=false", check=False)
+    first, last = steps[0], steps[-1]
+    grow = lambda a, b: (b / a) if a and b else None  # noqa: E731
+    return {"total": total, "batch": batch, "fail": fail, "nodes": nodes + 3, "steps": steps,
+            "failures": {str(k): v for k, v in failures.items()}, "rss_peak_mib": rss_peak,
+            "growth": {"apply_p99": grow(first["p99_s"], last["p99_s"]),
+                       "apply_p50": grow(first["p50_s"], last["p50_s"]),
+                       "rss": grow(first.get("rss_settled_mib"), last.get("rss_settled_mib")),
+                       "failure_p99": grow(failures.get(first["apps"], {}).get("p99_s"),
+                                           failures.get(last["apps"], {}).get("p99_s"))}}

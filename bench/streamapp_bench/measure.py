@@ -1,0 +1,82 @@
+"""From what the broker recorded to figures. Pure: lists in, numbers out.
+
+Sustained rate: the slope of "events accounted for" between 10 % and 90 % of the total, so that
+start-up (JVM, Spark session, consumer group join) and the last partial batch are left out.
+Latency: for each counted event, from the broker time of the event to the broker time of the first
+output row of its session window whose count includes it (records of a key keep their order, so the
+n-th event of a window is in every row whose count is at least n).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+
+WINDOW_MS = 60_000
+
+
+def curve_from_rows(rows: Iterable) -> list[tuple[int, int]]:
+    """(time ms, events accounted for) after each output row, in time order."""
+    latest: dict = {}
+    progress = 0
+    points = []
+    for row in sorted(rows, key=lambda r: r.at_ms):
+        before = latest.get(row.key, 0)
+        if row.count > before:
+            latest[row.key] = row.count
+            progress += row.count - before
+        points.append((row.at_ms, progress))
+    return points
+
+
+def sustained_rate(points: Sequence[tuple[int, int]], expected: int, low: float = 0.1, high: float = 0.9) -> dict:
+    """Units per second between `low` and `high` of `expected`."""
+    t_low = next((t for t, p in points if p >= low * expected), None)
+    t_high = next((t for t, p in points if p >= high * expected), None)
+    reached = points[-1][1] if points else 0
+    if t_low is None or t_high is None or t_high <= t_low:
+        return {"per_second": None, "reached": reached, "expected": expected, "seconds": None}
+    done = next(p for t, p in points if t >= t_high) - next(p for t, p in points if t >= t_low)
+    seconds = (t_high - t_low) / 1000
+    return {"per_second": done / seconds, "reached": reached, "expected": expected, "seconds": seconds,
+            "first_ms": points[0][0], "last_ms": points[-1][0]}
+
+
+def window_of(ts: str) -> int:
+    millis = int(datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp() * 1000)
+    return millis - millis % WINDOW_MS
+
+
+def event_latencies(events: Iterable[tuple[int, dict]], rows: Iterable) -> tuple[list[int], int]:
+    """Milliseconds from each counted event to the first row that includes it, and how many events no
+    row ever included. `events` are (broker ms, event) in offset order per partition."""
+    produced: dict[tuple[str, str, int], list[int]] = {}
+    for at, event in events:
+        if event["event"] in ("click", "page_view"):
+            produced.setdefault((event["session_id"], event["uuid"], window_of(event["ts"])), []).append(at)
+    included: dict[tuple[str, str, int], int] = {}
+    latencies: list[int] = []
+    for row in sorted(rows, key=lambda r: r.at_ms):
+        times = produced.get(row.key)
+        if times is None:
+            continue
+        done = included.get(row.key, 0)
+        upto = min(row.count, len(times))
+        for i in range(done, upto):
+            latencies.append(max(0, row.at_ms - times[i]))
+        if upto > done:
+            included[row.key] = upto
+    missing = sum(len(t) for t in produced.values()) - len(latencies)
+    return latencies, missing
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return float(ordered[rank])
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    return None if not a or not b else a / b

@@ -1,0 +1,113 @@
+"""bench/results/<name>.json → the tables between the bench markers of README.md."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
+LABELS = {"runtime": "(a) StreamApp runtime", "handwritten": "(b) hand-written PySpark",
+          "kstreams": "(c) Kafka Streams", "raw": "(d) raw consumer"}
+
+
+def _n(value, digits: int = 0, unit: str = "") -> str:
+    if value is None:
+        return "—"
+    return f"{value:,.{digits}f}{unit}"
+
+
+def _ms(value) -> str:
+    return "—" if value is None else f"{value / 1000:.2f} s"
+
+
+def _target(value, goal: float, higher: bool = True) -> str:
+    if value is None:
+        return "—"
+    ok = value >= goal if higher else value <= goal
+    return f"{value:.2f} ({'meets' if ok else 'misses'} {'≥' if higher else '≤'} {goal:g})"
+
+
+def dataplane(r: dict) -> list[str]:
+    d = r["result"]
+    t, lat, ratios = d["throughput"], d.get("latency", {}), d["ratios"]
+    lines = [f"**Data plane** — seed 000 click sessions (1-minute tumbling windows per session: clicks, page views, "
+             f"time spent; 30 s watermark), N = {d['n']:,} events ({d['counted']:,} clicks and page views) on "
+             f"{d['partitions']} partitions; emit updates; Spark `maxOffsetsPerTrigger` {d['max_offsets_per_trigger']:,}. "
+             f"Latency at a fixed {d['live_rate']:,.0f} events/s (half the slowest engine's maximum) for "
+             f"{r['args'].get('live_seconds', '?')} s.", "",
+             "| engine | events/s (10 %→90 %) | measured over | (a) ÷ this | latency p50 | latency p99 |",
+             "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for engine in ("runtime", "handwritten", "kstreams", "raw"):
+        row = t.get(engine)
+        if row is None:
+            continue
+        a = t.get("runtime", {}).get("events_per_s")
+        this = row.get("events_per_s")
+        ratio = "1.00" if engine == "runtime" else (_n(a / this, 2) if a and this else "—")
+        seconds = row.get("measured_seconds")
+        extra = f" ({row['passes']} passes)" if row.get("passes", 1) > 1 else ""
+        lat_row = lat.get(engine, {})
+        lines.append(f"| {LABELS[engine]} | {_n(this)} | {_n(seconds, 0, ' s')}{extra} | {ratio} | "
+                     f"{_ms(lat_row.get('p50_ms'))} | {_ms(lat_row.get('p99_ms'))} |")
+    lines += ["", f"(a)/(b) = {_target(ratios['a_over_b'], 0.95)}; (a)/(c) = {_target(ratios['a_over_c'], 1.0)}; "
+              f"(a)/(d) = {_n(ratios['a_over_d'], 3)}."]
+    db = d.get("db")
+    if db:
+        lines += ["", f"DB writes (the example as written: emit final, Kafka + Postgres sinks, `--available-now`): "
+                  f"{db['rows_upserted']:,} rows upserted for {db['events']:,} events = **{db['db_write_ratio']:.3f}** "
+                  f"rows per event ({1 / db['db_write_ratio']:.1f}× fewer writes than one per event)"
+                  if db.get("db_write_ratio") else "DB writes: no rows upserted (see the JSON)"]
+    return lines
+
+
+def controlplane(r: dict) -> list[str]:
+    c = r["result"]
+    fails = c.get("failures", {})
+    lines = [f"**Control plane** — {c['total']:,} StreamApps applied in batches of {c['batch']} on the test bed's "
+             f"API server, {c['nodes']} kwok nodes; {c['fail']} drivers failed by kwok's chaos stage at the first "
+             f"batch and at the full count (restart backoff 1 s, included).", "",
+             "| apps | apply → driver created p50 / p99 | operator RSS | operator CPU (applying / settled) | "
+             "failure → replacement created p50 / p99 |", "| ---: | ---: | ---: | ---: | ---: |"]
+    for s in c["steps"]:
+        f = fails.get(str(s["apps"]), {})
+        settled = s.get("cpu_percent_settled")
+        cpu = f"{_n(s['cpu_percent_during_batch'], 0, ' %')} / {_n(settled, 0, ' %')}" if settled is not None \
+            else _n(s["cpu_percent_during_batch"], 0, " %")
+        failure = f"{_n(f.get('p50_s'), 2, ' s')} / {_n(f.get('p99_s'), 2, ' s')}" if f else ""
+        lines.append(f"| {s['apps']:,} | {_n(s['p50_s'], 2, ' s')} / {_n(s['p99_s'], 2, ' s')} | "
+                     f"{_n(s.get('rss_settled_mib', s['rss_mib']), 0, ' MiB')} | {cpu} | {failure} |")
+    g = c["growth"]
+    last = c["steps"][-1]
+    fl = fails.get(str(last["apps"]), {})
+    lines += ["", f"Targets at {last['apps']:,} apps: apply p99 {_target(last['p99_s'], 2.0, higher=False)} s; "
+              f"failure p99 {_target(fl.get('p99_s'), 2.0, higher=False)} s; RSS peak "
+              f"{_target(c['rss_peak_mib'], 300, higher=False)} MiB. Growth {c['steps'][0]['apps']} → {last['apps']} "
+              f"apps: apply p99 ×{_n(g['apply_p99'], 1)}, RSS ×{_n(g['rss'], 2)}, failure p99 ×{_n(g['failure_p99'], 1)}."]
+    return lines
+
+
+RENDER = {"dataplane": dataplane, "controlplane": controlplane}
+
+
+def render(results: dict[str, dict]) -> str:
+    any_r = next(iter(results.values()))
+    m = any_r["machine"]
+    lines = [f"`{any_r['command']}` on {m['cpus']} × {m['cpu']}, {m['memory_gib']} GiB, {m['os']} — the machine was "
+             f"shared with other work (load average {m['load_at_start']} at the start), so only the ratios measured "
+             f"in the same run mean much. Versions: " + ", ".join(f"{k} {v}" for k, v in any_r["versions"].items()) + "."]
+    for name, r in results.items():
+        lines += ["", *RENDER[name](r), "", f"<sub>{name}: {r['started']}, {r['seconds']:.0f} s, "
+                  f"`bench/results/{name}.json`</sub>"]
+    return "\n".join(lines)
+
+
+def update_readme(readme: Path, results_dir: Path) -> None:
+    results = {p.stem: json.loads(p.read_text()) for p in sorted(results_dir.glob("*.json")) if p.stem in RENDER}
+    if not results:
+        return
+    text = readme.read_text()
+    if BEGIN not in text or END not in text:
+        raise SystemExit(f"{readme}: the markers {BEGIN} / {END} are missing")
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    readme.write_text(f"{head}{BEGIN}\n{render(results)}\n{END}{tail}")

@@ -1,0 +1,146 @@
+"""Kafka side of the data-plane bench: topics stamped by the broker, a fast producer, and a reader
+that follows an engine's output topic (each row's broker time and what it counts)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+from streamapp_testbed import kafka_admin
+
+# The broker stamps each record when it appends it: input and output times come from one clock.
+LOG_APPEND = {"message.timestamp.type": "LogAppendTime"}
+
+
+def create(bootstrap: str, name: str, partitions: int) -> str:
+    kafka_admin.create_topic(bootstrap, name, partitions=partitions, config=LOG_APPEND)
+    return name
+
+
+def produce(bootstrap: str, topic: str, records: Iterable[tuple[str, str]]) -> int:
+    """As fast as the client goes; returns the count once every record is acknowledged."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 512 * 1024,
+                         "queue.buffering.max.kbytes": 256 * 1024, "enable.idempotence": True})
+    errors: list[str] = []
+
+    def on_delivery(err, _msg):
+        if err is not None:
+            errors.append(str(err))
+
+    count = 0
+    for key, value in records:
+        while True:
+            try:
+                producer.produce(topic, value=value, key=key, on_delivery=on_delivery)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        count += 1
+        if count % 10_000 == 0:
+            producer.poll(0)
+    producer.flush(120)
+    if errors:
+        raise KafkaException(f"{len(errors)} records not delivered to {topic}: {errors[0]}")
+    return count
+
+
+def window_ms(text: str) -> int:
+    return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
+
+
+@dataclass
+class Row:
+    at_ms: int  # broker append time
+    key: tuple[str, str, int]  # session, uuid, window start
+    count: int  # clicks + page views in the window so far
+
+
+@dataclass
+class OutputReader:
+    """Reads an output topic from the beginning in a thread; `progress` is the number of events the
+    rows account for (for each session window, its latest count)."""
+
+    bootstrap: str
+    topic: str
+    rows: list[Row] = field(default_factory=list)
+    latest: dict[tuple[str, str, int], int] = field(default_factory=dict)
+    progress: int = 0
+    last_row_at: float = 0.0
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> "OutputReader":
+        self._thread = threading.Thread(target=self._run, name=f"reader-{self.topic}", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"bench-{time.monotonic_ns()}",
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        consumer.subscribe([self.topic])
+        try:
+            while not self._stop.is_set():
+                for msg in consumer.consume(2000, 0.2):
+                    if msg.error():
+                        continue
+                    self._add(msg.timestamp()[1], json.loads(msg.value()))
+        finally:
+            consumer.close()
+
+    def _add(self, at_ms: int, row: dict) -> None:
+        key = (row["session_id"], row["uuid"], window_ms(row["window_start"]))
+        count = int(row["clicks"]) + int(row["page_views"])
+        self.rows.append(Row(at_ms, key, count))
+        before = self.latest.get(key, 0)
+        if count > before:
+            self.latest[key] = count
+            self.progress += count - before
+        self.last_row_at = time.monotonic()
+
+    def wait_for(self, expected: int, timeout: float, idle: float = 60.0, alive=lambda: True) -> bool:
+        """Until `expected` events are accounted for; False on timeout, idleness or a dead engine."""
+        began = time.monotonic()
+        while self.progress < expected:
+            now = time.monotonic()
+            if now - began > timeout or not alive():
+                return False
+            if self.last_row_at and now - self.last_row_at > idle:
+                return False
+            time.sleep(0.5)
+        return True
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+
+
+def read_input(bootstrap: str, topic: str, expected: int, timeout: float = 300) -> list[tuple[int, dict]]:
+    """(broker append time, event) of every input record, partition by partition in offset order."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-in-{time.monotonic_ns()}",
+                         "enable.auto.commit": False})
+    meta = consumer.list_topics(topic, timeout=10).topics[topic]
+    consumer.assign([TopicPartition(topic, p, 0) for p in sorted(meta.partitions)])
+    by_partition: dict[int, list[tuple[int, int, dict]]] = {}
+    seen = 0
+    deadline = time.monotonic() + timeout
+    try:
+        while seen < expected and time.monotonic() < deadline:
+            for msg in consumer.consume(5000, 0.5):
+                if msg.error():
+                    continue
+                by_partition.setdefault(msg.partition(), []).append(
+                    (msg.offset(), msg.timestamp()[1], json.loads(msg.value())))
+                seen += 1
+    finally:
+        consumer.close()
+    out = []
+    for partition in sorted(by_partition):
+        out.extend((at, event) for _, at, event in sorted(by_partition[partition], key=lambda r: r[0]))
+    return out

@@ -1,0 +1,85 @@
+"""Smoke runs of every benchmark harness on the real test bed: tiny inputs, seconds of work each.
+
+They check that each harness starts its engine, reads what the broker recorded and produces figures
+of the right shape. No assertion is about speed: the benchmark itself is `make bench`.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from streamapp_testbed.bed import TestBed
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+N = 3000
+
+
+@pytest.fixture(scope="module")
+def backlog(kafka):
+    from streamapp_bench import clicks, topics
+
+    topic = topics.create(kafka.bootstrap, "smoke-backlog", 2)
+    events = list(clicks.backlog(N, seed=0, users=100))
+    topics.produce(kafka.bootstrap, topic, events)
+    return topic, sum(clicks.counted(v) for _, v in events)
+
+
+def _run(kafka, tmp_path, source: str, target: str, **kw):
+    from streamapp_bench import engines
+
+    return engines.Run(kafka.bootstrap, source, target, tmp_path, kw.pop("mode", "updates"), kw.pop("max_offsets", 1000), 2, **kw)
+
+
+@pytest.mark.parametrize("engine", ["runtime", "handwritten", "kstreams"])
+def test_throughput_harness_accounts_for_every_event(engine, kafka, backlog, tmp_path):
+    from streamapp_bench import dataplane
+
+    topic, counted = backlog
+    out = dataplane.throughput(TestBed(tmp_path, kafka=kafka), _run(kafka, tmp_path, topic, f"smoke-out-{engine}"),
+                               engine, counted, N, timeout=300)
+    assert out["finished"], out.get("log_tail")
+    assert out["events_accounted"] == counted
+    assert out["output_rows"] > 0 and out["events_per_s"] is None or out["events_per_s"] > 0
+
+
+def test_raw_consumer_reads_the_topic_in_several_passes(kafka, backlog, tmp_path):
+    from streamapp_bench import dataplane
+
+    topic, _ = backlog
+    out = dataplane.raw_throughput(_run(kafka, tmp_path, topic, ""), N, min_seconds=0.5, timeout=120)
+    assert out["finished"] and out["records_read"] == N * out["passes"]
+    assert out["events_per_s"] > 0
+
+
+def test_latency_harness_matches_every_event_to_its_window_row(kafka, tmp_path):
+    from streamapp_bench import dataplane
+
+    out = dataplane.latency(_run(kafka, tmp_path, "smoke-live-in", "smoke-live-out", max_offsets=0), "runtime",
+                            rate=200, seconds=3, timeout=300)
+    assert out["finished"], out.get("log_tail")
+    assert out["missing"] == 0 and out["latencies"] > 0
+    assert 0 <= out["p50_ms"] <= out["p99_ms"] <= out["max_ms"]
+
+
+def test_db_write_harness_counts_upserts_of_the_example(kafka, postgres, backlog, tmp_path):
+    from streamapp_bench import dataplane
+
+    topic, counted = backlog
+    out = dataplane.db_writes(_run(kafka, tmp_path, topic, "smoke-db-out"), N, postgres.dsn, timeout=300)
+    assert out["exit_code"] == 0
+    assert 0 < out["rows_upserted"] < N and 0 < out["db_write_ratio"] < 1
+    assert 0 < out["events_in_closed_windows"] <= counted
+
+
+def test_controlplane_harness_measures_applies_and_failures(kafka, control_plane, kwok, tmp_path):
+    from streamapp_bench import controlplane, report
+
+    testbed = TestBed(tmp_path, kafka=kafka, control_plane=control_plane, kwok=kwok)
+    out = controlplane.run(testbed, tmp_path, total=4, batch=2, fail=2, nodes=0, settle=1, timeout=120)
+    assert [s["apps"] for s in out["steps"]] == [2, 4]
+    assert all(s["n"] == 2 and s["p99_s"] is not None and s["rss_mib"] > 0 for s in out["steps"])
+    assert {k: v["n"] for k, v in out["failures"].items()} == {"2": 2, "4": 2}
+    table = report.controlplane({"result": json.loads(json.dumps(out))})
+    assert any(line.startswith("| 4 |") for line in table)
