@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 # Every process a run starts inherits this id; `leftovers` finds exactly those still running.
 export STREAMAPP_TESTBED_RUN ?= $(shell date +%s%N)
 
-.PHONY: help deps test unit integration demo testbed-up crds
+.PHONY: help deps test unit integration demo testbed-up crds images cluster-deps cluster-up cluster-down e2e e2e-kind
 
 help:
 	@echo "make test        install what is missing, start the test bed, run every test, stop everything"
@@ -21,6 +21,9 @@ help:
 	@echo "make unit        only the unit tests (no test bed)"
 	@echo "make testbed-up  start the test bed and keep it running until Ctrl-C"
 	@echo "make crds        regenerate crds/streamapp.io_streamapps.yaml from the API models"
+	@echo "make images      build the operator, runtime and pause images (Debian's docker.io, started if absent)"
+	@echo "make cluster-up  start the real single-node cluster (make cluster-down stops it)"
+	@echo "make e2e         end-to-end tests on that cluster; make e2e-kind: the same on kind"
 	@echo "cache: $(STREAMAPP_CACHE)"
 
 # Idempotent: a warm run checks stamps under $(STREAMAPP_CACHE) and returns in seconds.
@@ -47,6 +50,37 @@ testbed-up: deps
 crds: deps
 	$(PYTHON) -m streamapp_api.crd > crds/streamapp.io_streamapps.yaml
 
+
+# --- images and the real single-node cluster (testbed/cluster, streamapp_testbed.cluster) ---------
+CLUSTER_ENV := set -a; source testbed/versions.env; set +a; CACHE=$(STREAMAPP_CACHE)
+
+cluster-deps: deps
+	@$(CLUSTER_ENV); bash testbed/cluster/deps.sh
+	@$(CLUSTER_ENV); bash testbed/build-kube.sh node >$(STREAMAPP_CACHE)/logs/kube-node-build.log 2>&1 \
+	  || { tail -n 30 $(STREAMAPP_CACHE)/logs/kube-node-build.log; exit 1; }
+	@$(CLUSTER_ENV); bash testbed/cluster/build-coredns.sh >$(STREAMAPP_CACHE)/logs/coredns-build.log 2>&1 \
+	  || { tail -n 30 $(STREAMAPP_CACHE)/logs/coredns-build.log; exit 1; }
+
+# BASE_IMAGE=debian:bookworm-slim builds from a public base instead of the local debootstrap.
+images: deps
+	@$(CLUSTER_ENV); bash testbed/cluster/deps.sh
+	@$(CLUSTER_ENV); bash testbed/cluster/docker.sh bash testbed/cluster/images.sh
+
+cluster-up: cluster-deps images
+	$(PYTHON) -m streamapp_testbed.cluster up
+
+cluster-down:
+	$(PYTHON) -m streamapp_testbed.cluster down
+
+# Uses the cluster when one is up (make cluster-up), else brings one up and down around the tests.
+e2e: cluster-deps images
+	@status=0; STREAMAPP_E2E_CLUSTER=local $(PYTHON) -m pytest -m e2e tests/e2e $(PYTEST_ARGS) || status=$$?; \
+	  $(PYTHON) -m streamapp_testbed leftovers || { echo "the tests left processes running" >&2; status=1; }; \
+	  exit $$status
+
+# For machines with Docker, kind, helm and internet (e.g. a GitHub Actions runner).
+e2e-kind: deps
+	@$(CLUSTER_ENV); PYTHON=$(PYTHON) bash testbed/cluster/e2e-kind.sh $(PYTEST_ARGS)
 
 # The benchmarks of issue 7 (bench/): results in bench/results/*.json, the table in README.md.
 # Heavy (tens of minutes); BENCH_ARGS passes options, e.g. BENCH_ARGS="dataplane --n 1000000".

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Builds the Kubernetes control plane (and kubelet, kube-proxy, kubectl), etcd and kwok from the Go
-# module proxy into $CACHE/kube-$KUBE_VERSION/bin. Idempotent: a finished build leaves a stamp file.
+# Builds the Kubernetes control plane (kube-apiserver, -controller-manager, -scheduler, kubectl), etcd
+# and kwok from the Go module proxy into $CACHE/kube-$KUBE_VERSION-kwok-$KWOK_VERSION/bin.
+# `build-kube.sh node` builds the node binaries (kubelet, kube-proxy) into the same folder, for the
+# real single-node cluster (testbed/cluster); `make deps` does not need them.
+# Idempotent: each finished build leaves its own stamp file (.complete, .node-complete).
 #
 # k8s.io/kubernetes cannot be `go install`ed: its go.mod replaces every k8s.io/* staging module with a
 # directory inside the repository. A small wrapper module requires k8s.io/kubernetes and replaces each
@@ -11,8 +14,13 @@ KUBE_VERSION=${KUBE_VERSION:?}
 KWOK_VERSION=${KWOK_VERSION:?}
 CACHE=${CACHE:?}
 
+mode=${1:-control-plane}
 out=$CACHE/kube-$KUBE_VERSION-kwok-$KWOK_VERSION
-stamp=$out/.complete
+case $mode in
+  control-plane) stamp=$out/.complete ;;
+  node) stamp=$out/.node-complete ;;
+  *) echo "usage: $0 [node]" >&2; exit 2 ;;
+esac
 if [[ -f $stamp ]]; then
   exit 0
 fi
@@ -67,6 +75,14 @@ build() {  # build <binary name> <package>
     echo ">> built $1 in $((SECONDS - t0))s"
   fi
 }
+if [[ $mode == node ]]; then
+  build kubelet k8s.io/kubernetes/cmd/kubelet
+  build kube-proxy k8s.io/kubernetes/cmd/kube-proxy
+  "$out/bin/kubelet" --version
+  touch "$stamp"
+  exit 0
+fi
+
 build etcd go.etcd.io/etcd/server/v3
 build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
 build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager

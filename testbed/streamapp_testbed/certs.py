@@ -43,7 +43,16 @@ def _sign(pki: Pki, name: str, subject: str, extensions: str) -> None:
     )  # fmt: skip
 
 
-def make_pki(directory: Path) -> Pki:
+def client_cert(pki: Pki, name: str, user: str, groups: tuple[str, ...] = ()) -> tuple[Path, Path]:
+    """A client certificate for `user` in `groups` (e.g. a kubelet: system:node:NAME in system:nodes)."""
+    subject = "".join(f"/O={g}" for g in groups) + f"/CN={user}"
+    _sign(pki, name, subject,
+          "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n")
+    return pki.dir / f"{name}.crt", pki.dir / f"{name}.key"
+
+
+def make_pki(directory: Path, extra_ips: tuple[str, ...] = ()) -> Pki:
+    """`extra_ips`: more addresses the API server is reached at (the single-node cluster's node)."""
     directory.mkdir(parents=True, exist_ok=True)
     pki = Pki(directory)
     run(
@@ -54,7 +63,7 @@ def make_pki(directory: Path) -> Pki:
     _sign(
         pki, "apiserver", "/CN=kube-apiserver",
         "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
-        f"extendedKeyUsage=serverAuth\nsubjectAltName={','.join(SERVING_NAMES)}\n",
+        f"extendedKeyUsage=serverAuth\nsubjectAltName={','.join(SERVING_NAMES + [f'IP:{ip}' for ip in extra_ips])}\n",
     )  # fmt: skip
     _sign(
         pki, "admin", "/O=system:masters/CN=streamapp-testbed-admin",

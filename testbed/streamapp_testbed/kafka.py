@@ -27,8 +27,11 @@ class KafkaBroker:
     tests that need a partition count create their topics explicitly.
     """
 
-    def __init__(self, workdir: Path, java: str = "java", heap: str = "512m"):
+    def __init__(self, workdir: Path, java: str = "java", heap: str = "512m", host: str = "127.0.0.1"):
+        """`host`: the address it listens on and advertises (the single-node cluster passes its
+        node address so that pods reach it)."""
         self.workdir = workdir
+        self.host = host
         self.java = shutil.which(java) or java
         self.heap = heap
         self.port = free_port()
@@ -37,7 +40,7 @@ class KafkaBroker:
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def _classpath(self) -> str:
         return str(installed().kafka_jars / "*")
@@ -48,8 +51,8 @@ class KafkaBroker:
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "listeners": f"PLAINTEXT://{self.host}:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{self.host}:{self.port}",
             "controller.listener.names": "CONTROLLER",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
             "inter.broker.listener.name": "PLAINTEXT",
@@ -93,7 +96,7 @@ class KafkaBroker:
         return self
 
     def _ready(self) -> bool:
-        if not port_open(self.port):
+        if not port_open(self.port, self.host):
             return False
         from confluent_kafka.admin import AdminClient
 

@@ -20,8 +20,15 @@ SERVICE_CIDR = "10.0.0.0/24"
 
 
 class ControlPlane:
-    def __init__(self, workdir: Path):
+    """`address`: where the API server listens (the test bed: 127.0.0.1). The single-node cluster
+    (cluster.py) passes its node address, so that pods reach it through the `kubernetes` Service,
+    and `nodes=True`: kubelets authorised by the Node authorizer, `kubernetes` endpoints kept."""
+
+    def __init__(self, workdir: Path, address: str = "127.0.0.1", nodes: bool = False, context: str = CONTEXT):
         self.workdir = workdir
+        self.address = address
+        self.nodes = nodes
+        self.context = context
         self.etcd_port = free_port()
         self.etcd_peer_port = free_port()
         self.port = free_port()
@@ -30,7 +37,7 @@ class ControlPlane:
 
     @property
     def server(self) -> str:
-        return f"https://127.0.0.1:{self.port}"
+        return f"https://{self.address}:{self.port}"
 
     @property
     def kubeconfig(self) -> Path:
@@ -43,7 +50,7 @@ class ControlPlane:
     # --- start -------------------------------------------------------------------------------
     def start(self) -> "ControlPlane":
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.pki = make_pki(self.workdir / "pki")
+        self.pki = make_pki(self.workdir / "pki", extra_ips=() if self.address == "127.0.0.1" else (self.address,))
         self._write_kubeconfig()
         self._start_etcd()
         self._start_apiserver()
@@ -78,13 +85,21 @@ class ControlPlane:
 
     def _start_apiserver(self) -> None:
         pki = self.pki
+        node_flags = [
+            "--authorization-mode=Node,RBAC",
+            "--enable-admission-plugins=NodeRestriction",
+            "--endpoint-reconciler-type=lease",
+            f"--kubelet-client-certificate={pki.admin_cert}",
+            f"--kubelet-client-key={pki.admin_key}",
+        ]
+        testbed_flags = ["--authorization-mode=RBAC", "--endpoint-reconciler-type=none"]
         apiserver = self._spawn(
             "kube-apiserver",
             [
                 installed().kube_tool("kube-apiserver"),
                 f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
+                f"--bind-address={self.address}",
+                f"--advertise-address={self.address}",
                 f"--secure-port={self.port}",
                 f"--cert-dir={self.workdir / 'apiserver-certs'}",
                 f"--tls-cert-file={pki.serving_cert}",
@@ -94,10 +109,9 @@ class ControlPlane:
                 f"--service-account-signing-key-file={pki.sa_key}",
                 f"--service-account-issuer={self.server}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
-                "--authorization-mode=RBAC",
                 "--allow-privileged=true",
                 "--enable-priority-and-fairness=false",
-                "--endpoint-reconciler-type=none",
+                *(node_flags if self.nodes else testbed_flags),
             ],
         )
         apiserver.wait_until(lambda: self._get("/readyz") == b"ok", 120, "/readyz = ok")
@@ -155,14 +169,27 @@ class ControlPlane:
         config = {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": CONTEXT, "cluster": {"server": self.server, "certificate-authority": str(pki.ca_cert)}}],
+            "clusters": [{"name": self.context, "cluster": {"server": self.server, "certificate-authority": str(pki.ca_cert)}}],
             "users": [
-                {"name": CONTEXT, "user": {"client-certificate": str(pki.admin_cert), "client-key": str(pki.admin_key)}}
+                {"name": self.context, "user": {"client-certificate": str(pki.admin_cert), "client-key": str(pki.admin_key)}}
             ],
-            "contexts": [{"name": CONTEXT, "context": {"cluster": CONTEXT, "user": CONTEXT}}],
-            "current-context": CONTEXT,
+            "contexts": [{"name": self.context, "context": {"cluster": self.context, "user": self.context}}],
+            "current-context": self.context,
         }
         self.kubeconfig.write_text(yaml.safe_dump(config))
+
+    def write_kubeconfig_for(self, path: Path, user: str, cert: Path, key: Path) -> Path:
+        """A kubeconfig for another client of this control plane (a kubelet, kube-proxy)."""
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": self.context, "cluster": {"server": self.server, "certificate-authority": str(self.pki.ca_cert)}}],
+            "users": [{"name": user, "user": {"client-certificate": str(cert), "client-key": str(key)}}],
+            "contexts": [{"name": self.context, "context": {"cluster": self.context, "user": user}}],
+            "current-context": self.context,
+        }
+        path.write_text(yaml.safe_dump(config))
+        return path
 
     # --- use ---------------------------------------------------------------------------------
     def _ssl(self) -> ssl.SSLContext:
@@ -179,7 +206,7 @@ class ControlPlane:
 
     def kubectl(self, *args: str, input: str | None = None, check: bool = True):
         """Run the test bed's own kubectl against this control plane (never the user's context)."""
-        argv = [self.kubectl_path, f"--kubeconfig={self.kubeconfig}", f"--context={CONTEXT}", *args]
+        argv = [self.kubectl_path, f"--kubeconfig={self.kubeconfig}", f"--context={self.context}", *args]
         if check:
             return run(argv, input=input)
         import subprocess

@@ -28,8 +28,12 @@ class Postgres:
     password = "streamapp"
     database = "streamapp"
 
-    def __init__(self, workdir: Path):
+    def __init__(self, workdir: Path, host: str = "127.0.0.1", allow: str | None = None):
+        """`host`: the address it listens on; `allow`: a CIDR whose clients may log in with the
+        password too (the single-node cluster's pods)."""
         self.workdir = workdir
+        self.host = host
+        self.allow = allow
         self.port = free_port()
         self.proc: ManagedProcess | None = None
         self.os_user = "postgres" if os.geteuid() == 0 else None
@@ -39,7 +43,7 @@ class Postgres:
 
     @property
     def dsn(self) -> str:
-        return f"postgresql://{self.user}:{self.password}@127.0.0.1:{self.port}/{self.database}"
+        return f"postgresql://{self.user}:{self.password}@{self.host}:{self.port}/{self.database}"
 
     def _chown(self, path: Path) -> None:
         if self.os_user:
@@ -61,9 +65,12 @@ class Postgres:
             [bin_dir / "initdb", "-D", data, "-U", self.user, "--pwfile", pwfile, "-A", "scram-sha-256", "-E", "UTF8", "--no-sync"],
             user=self.os_user,
         )
+        if self.allow:
+            with open(data / "pg_hba.conf", "a") as hba:
+                hba.write(f"host all all {self.allow} scram-sha-256\n")
         argv = [
             bin_dir / "postgres", "-D", data, "-p", str(self.port), "-k", sockets,
-            "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "full_page_writes=off",
+            "-c", f"listen_addresses={self.host}", "-c", "fsync=off", "-c", "full_page_writes=off",
         ]  # fmt: skip
         self.proc = ManagedProcess("postgres", argv, self.workdir / "postgres.log", user=self.os_user).start()
         self.proc.wait_until(self._ready, timeout, "a server accepting connections")

@@ -1,0 +1,3 @@
+module streamapp.local/pause
+
+go 1.21

@@ -1,0 +1,97 @@
+"""click-sessions on a real cluster: the operator installed by its Helm chart, the example applied,
+generated clicks produced to Kafka; the driver and executor pods really run Spark."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from streamapp_runtime import clickstream
+from streamapp_testbed import kafka_admin
+
+REPO = Path(__file__).resolve().parents[2]
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
+NS = "streamapp-e2e"
+CLASS = "streamapp-e2e"
+VERSION = "0.1.0"
+
+
+def wait_for(what: str, check, timeout: float = 300, every: float = 2.0):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = check()
+            if last:
+                return last
+        except Exception as exc:  # not there yet
+            last = exc
+        time.sleep(every)
+    raise AssertionError(f"no {what} after {timeout:.0f}s (last: {last!r})")
+
+
+def pods(cluster, component: str) -> list[dict]:
+    out = cluster.kubectl("get", "pods", "-n", NS, "-l", f"streamapp.io/component={component}", "-o", "json")
+    return json.loads(out.stdout)["items"]
+
+
+def running(cluster, component: str) -> list[dict]:
+    return [p for p in pods(cluster, component) if p["status"].get("phase") == "Running"]
+
+
+@pytest.fixture(scope="module")
+def operator(e2e_cluster):
+    c = e2e_cluster
+    c.kubectl("create", "namespace", NS, check=False)
+    c.helm("upgrade", "--install", "streamapp", str(REPO / "charts" / "streamapp-operator"), "-n", NS,
+           "--set", f"watchNamespaces={{{NS}}}", "--set", "operator.scaleDebounce=5", "--wait", "--timeout", "5m")
+    yield c
+    c.kubectl("delete", "streamapps", "--all", "-n", NS, "--wait=true", "--timeout=120s", check=False)
+    c.helm("uninstall", "streamapp", "-n", NS)
+    c.kubectl("delete", "namespace", NS, "--wait=true", "--timeout=120s", check=False)
+
+
+def app_manifest(c) -> dict:
+    app = yaml.safe_load((REPO / "examples" / "click-sessions.yaml").read_text())
+    spec = app["spec"]
+    spec["kafka"]["bootstrapServers"] = c.kafka_bootstrap
+    spec["sinks"] = [s for s in spec["sinks"] if "kafka" in s]  # Postgres: see test_postgres_sink
+    spec["state"]["checkpoint"] = {"size": "1Gi", "accessModes": ["ReadWriteMany"], "storageClassName": CLASS}
+    spec["driver"] = {"cores": 1, "memory": "1g"}
+    spec["executor"] = {"cores": 1, "memory": "1g"}
+    # A 2-core node: executors ask for a quarter of a core.
+    spec["sparkConf"] = {"spark.kubernetes.executor.request.cores": "250m"}
+    spec["trigger"] = "5s"
+    return app
+
+
+def test_click_sessions_runs_on_driver_and_executor_pods(operator):
+    c = operator
+    c.apply({
+        "apiVersion": "v1", "kind": "PersistentVolume",
+        "metadata": {"name": "streamapp-e2e-checkpoint"},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"], "storageClassName": CLASS,
+                 "persistentVolumeReclaimPolicy": "Retain",
+                 "hostPath": {"path": c.volume_dir("checkpoint"), "type": "Directory"}},
+    })  # fmt: skip
+    kafka_admin.create_topic(c.kafka_bootstrap, "clickstream", partitions=2)
+    clicks = clickstream.generate(seed=7, users=40, minutes=4)
+    kafka_admin.produce(c.kafka_bootstrap, "clickstream", ((e.session_id, e.to_json()) for e in clicks))
+    c.apply(app_manifest(c))
+
+    driver = wait_for("running driver pod", lambda: running(c, "driver"), timeout=600)
+    executors = wait_for("running executor pod", lambda: running(c, "executor"), timeout=600)
+    assert executors[0]["spec"]["containers"][0]["image"].endswith(f"streamapp/runtime:{VERSION}")
+    assert driver[0]["spec"]["nodeName"]
+
+    records = wait_for(
+        "session summaries in the output topic",
+        lambda: kafka_admin.consume_all(c.kafka_bootstrap, "session-summaries"),
+        timeout=900, every=10,
+    )
+    assert records
