@@ -24,10 +24,11 @@ def pack(df: DataFrame) -> Column:
     return F.to_json(F.struct(*[F.col(f"`{c}`") for c in df.columns]), JSON_OPTIONS).alias(PAYLOAD)
 
 
-def order_columns(frame: Frame) -> list[Column]:
-    """Processing order inside a batch: event time (or record time), then offset."""
+def order_columns(frame: Frame, record_time: bool = False) -> list[Column]:
+    """Processing order inside a batch: event time (or, for table joins, the Kafka record time), then offset."""
     df = frame.df
-    time = frame.event_time if frame.event_time in df.columns else ("_timestamp" if "_timestamp" in df.columns else None)
+    candidates = ["_timestamp", frame.event_time] if record_time else [frame.event_time, "_timestamp"]
+    time = next((c for c in candidates if c and c in df.columns), None)
     ts = F.col(time).cast("timestamp") if time else F.lit(None).cast("timestamp")
     offset = F.col("_offset") if "_offset" in df.columns else F.lit(0).cast("long")
     return [ts.alias(ORDER_TIME), offset.cast("long").alias(ORDER_OFFSET)]

@@ -4,8 +4,8 @@ The table's changelog topic and the stream are unioned and grouped by the join k
 function (applyInPandasWithState) keeps the latest table value per key in the state store. Table
 records update or (null value) delete it; each stream record is joined with the value the key has
 when the record is processed, so later updates never change records already emitted, and a record
-never sees an update that comes after it. Within one micro-batch records are processed in order of
-(time, table before stream, offset).
+never sees an update that comes after it. Within one micro-batch both sides are processed in order of
+Kafka record time (the only clock both topics share), table before stream on a tie, then offset.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def table_join(spark: SparkSession, frame: Frame, table: Table, join: Join, opti
     if key not in df.columns:
         raise ValueError(f"{where}.join.key: column {key!r} is not in the stream; its columns are {', '.join(df.columns)}")
     stream_side = df.select(
-        F.col(key).cast("string").alias(JOIN_KEY), F.lit(STREAM_SIDE).alias(SIDE), *order_columns(frame),
+        F.col(key).cast("string").alias(JOIN_KEY), F.lit(STREAM_SIDE).alias(SIDE), *order_columns(frame, record_time=True),
         pack(df), F.lit(False).alias(DELETED),
     )
     both = stream_side.unionByName(table_changes(spark, table, options))

@@ -133,6 +133,13 @@ def _state_fn(runnings: list[Running], ttl_ms: int | None):
     return step
 
 
+def _carried(r: Running, carrier: str):
+    """The argument as it travels to Python; count only needs to know whether it is null."""
+    if r.fn == "count":
+        return F.when(F.expr(r.arg).isNotNull(), F.lit(1)).cast("long")
+    return F.expr(r.arg).cast(carrier)
+
+
 def accumulate(frame: Frame, value: Accumulate, emit: str, where: str) -> Frame:
     df = frame.df
     runnings = parse_columns(value.columns, where)
@@ -143,7 +150,7 @@ def accumulate(frame: Frame, value: Accumulate, emit: str, where: str) -> Frame:
     carriers = [carrier_type(r.fn, args[k].dataType) for k, r in enumerate(runnings)]
     inputs = df.select(
         *[F.col(c).alias(f"__k{k}") for k, c in enumerate(value.key)], *order_columns(frame), pack(df),
-        *[F.expr(r.arg).cast(carriers[k]).alias(f"__a{k}") for k, r in enumerate(runnings)],
+        *[_carried(r, carriers[k]).alias(f"__a{k}") for k, r in enumerate(runnings)],
     )
     ttl_ms = int(parse_duration(value.ttl).total_seconds() * 1000) if value.ttl else None
     out_ddl = ", ".join([f"{PAYLOAD} string"] + [f"__a{k} {t}" for k, t in enumerate(carriers)])

@@ -33,19 +33,23 @@ def stream_join(frame: Frame, other: Frame, join: Join, where: str) -> Frame:
                              f"{side.name!r} has none (set watermark on its source)")
     using = list(join.using or [])
     mapping = renamed_columns(frame.columns(), other.columns(), using, join.stream.replace("-", "_"))
+    # One event-time column per side: the other side's own, under its output name, when it is kept.
+    bound_column = mapping.get(other.event_time, OTHER_TIME)
+    extra = [] if other.event_time in mapping else [F.col(other.event_time).alias(OTHER_TIME)]
     right = other.df.select(
         *[F.col(c).alias(f"__r_{c}") for c in using],
         *[F.col(c).alias(n) for c, n in mapping.items()],
-        F.col(other.event_time).alias(OTHER_TIME),
+        *extra,
     )
     bound = spark_interval(join.within)
     condition = [F.col(c) == F.col(f"__r_{c}") for c in using]
     mine = F.col(frame.event_time)
-    condition.append(F.col(OTHER_TIME).between(mine - F.expr(f"INTERVAL {bound}"), mine + F.expr(f"INTERVAL {bound}")))
+    condition.append(F.col(bound_column).between(mine - F.expr(f"INTERVAL {bound}"), mine + F.expr(f"INTERVAL {bound}")))
     cond = condition[0]
     for c in condition[1:]:
         cond = cond & c
     joined = frame.df.join(right, cond, "inner" if join.type == "inner" else "leftouter")
     joined = joined.drop(*[f"__r_{c}" for c in using])
-    joined = joined.drop(OTHER_TIME)  # as a value column it is still there under its (renamed) name
+    if extra:
+        joined = joined.drop(OTHER_TIME)
     return frame.with_df(joined)
