@@ -1,0 +1,146 @@
+"""helm lint and helm template of the chart (the pinned helm binary), and what the rendered objects say."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from chart_bed import ALL_ON, CHART, MONITORING_KINDS, NAMESPACE, PYTHONPATH, by_kind, dashboard, helm, one, render
+from operator_rbac import granted, needed
+
+pytestmark = pytest.mark.integration
+# Granted beyond what the code calls, on purpose: reading the status the operator patches, and
+# update on finalizers, which owner references with blockOwnerDeletion need where the
+# OwnerReferencesPermissionEnforcement admission plugin is on.
+JUSTIFIED = {("streamapp.io", "streamapps/status", "get"), ("streamapp.io", "streamapps/finalizers", "update")}
+KOPF_SCANNING = {("apiextensions.k8s.io", "customresourcedefinitions", v) for v in ("list", "watch")}
+
+
+@pytest.mark.parametrize("sets", [(), ("rbac.clusterWide=true",), ALL_ON, ("rbac.clusterWide=true", *ALL_ON)],
+                         ids=["default", "cluster-wide", "monitoring", "cluster-wide-monitoring"])
+def test_helm_lint(sets):
+    argv = ["lint", "--strict", str(CHART), "--namespace", NAMESPACE]
+    for item in sets:
+        argv += ["--set", item]
+    result = helm(*argv)
+    assert "1 chart(s) linted, 0 chart(s) failed" in result.stdout, result.stdout
+
+
+def test_default_render_is_namespaced():
+    docs = render()
+    kinds = sorted(d["kind"] for d in docs)
+    assert kinds == ["ConfigMap", "CustomResourceDefinition", "Deployment", "Role", "RoleBinding", "Service",
+                     "ServiceAccount"], kinds
+    role, binding = one(docs, "Role"), one(docs, "RoleBinding")
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == NAMESPACE
+    sa = one(docs, "ServiceAccount")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa["metadata"]["name"], "namespace": NAMESPACE}]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert one(docs, "CustomResourceDefinition")["metadata"]["name"] == "streamapps.streamapp.io"
+
+
+def test_rbac_is_exactly_what_the_operator_needs():
+    need = needed()
+    for sets in [(), ("rbac.clusterWide=true",)]:
+        docs = render(*sets)
+        rules = [r for kind in ("Role", "ClusterRole") for d in by_kind(docs, kind) for r in d["rules"]]
+        have = granted(rules)
+        assert not need - have, f"{sets}: the operator's code needs {sorted(need - have)}"
+        extra = have - need - JUSTIFIED - (KOPF_SCANNING if sets else set())
+        assert not extra, f"{sets}: granted but never used: {sorted(extra)}"
+        assert all(verb != "*" and res != "*" for _, res, verb in have)
+        assert not {r for _, r, _ in have} & {"secrets", "nodes", "namespaces"}
+
+
+def test_watch_namespaces_get_a_role_each_and_a_flag_each():
+    docs = render("watchNamespaces={apps-a,apps-b}")
+    assert sorted(r["metadata"]["namespace"] for r in by_kind(docs, "Role")) == ["apps-a", "apps-b"]
+    for binding in by_kind(docs, "RoleBinding"):
+        assert binding["subjects"][0]["namespace"] == NAMESPACE  # the operator's account lives in the release's
+    args = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert [a for a in args if a.startswith("--namespace")] == ["--namespace=apps-a", "--namespace=apps-b"]
+    assert not by_kind(docs, "ClusterRole")
+
+
+def test_cluster_wide_option():
+    docs = render("rbac.clusterWide=true", *ALL_ON)
+    assert not by_kind(docs, "Role") and not by_kind(docs, "RoleBinding")
+    binding = one(docs, "ClusterRoleBinding")
+    assert binding["roleRef"]["name"] == one(docs, "ClusterRole")["metadata"]["name"]
+    args = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert not [a for a in args if a.startswith("--namespace")]
+    assert one(docs, "PodMonitor")["spec"]["namespaceSelector"] == {"any": True}
+
+
+def test_deployment_probes_security_and_flags():
+    deployment = one(render(), "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"]["type"] == "Recreate"
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert f"--liveness=http://0.0.0.0:{ports['health']}/healthz" in container["args"]
+    assert f"--metrics-port={ports['metrics']}" in container["args"]
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
+    assert container["resources"]["requests"] and container["resources"]["limits"]["memory"]
+    assert "command" not in container  # the image's entrypoint (tini) stays PID 1
+
+
+def test_every_flag_the_chart_passes_is_one_the_operator_accepts():
+    container = one(render("operator.verbose=true"), "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    flags = {a.split("=")[0] for a in container["args"] if a.startswith("--")}
+    usage = subprocess.run([sys.executable, "-m", "streamapp_operator", "--help"], capture_output=True, text=True,
+                           env={"PYTHONPATH": PYTHONPATH}, timeout=60, check=True).stdout
+    accepted = set(re.findall(r"--[a-z][a-z-]*", usage))
+    assert flags and flags <= accepted, f"the operator does not accept {sorted(flags - accepted)}"
+
+
+def test_metrics_service_and_monitors_select_what_they_scrape():
+    from streamapp_operator import names
+
+    docs = render(*ALL_ON)
+    service, deployment = one(docs, "Service"), one(docs, "Deployment")
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+    monitor = one(docs, "ServiceMonitor")
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert monitor["spec"]["endpoints"][0]["port"] == service["spec"]["ports"][0]["name"]
+    assert monitor["spec"]["endpoints"][0]["honorLabels"] is True  # keep the apps' own namespace label
+    podmonitor = one(docs, "PodMonitor")
+    assert podmonitor["spec"]["selector"]["matchLabels"].items() <= names.labels("app", "driver").items()
+    assert podmonitor["spec"]["podMetricsEndpoints"][0]["port"] == "metrics"
+    assert podmonitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+    assert {d["kind"] for d in render()} & MONITORING_KINDS == set()
+
+
+def test_driver_pods_expose_the_port_the_podmonitor_scrapes():
+    import yaml
+
+    from streamapp_api import load
+    from streamapp_operator.render import Launch, render_driver_pod
+    from operator_rbac import EXAMPLE
+
+    pod = render_driver_pod(load(yaml.safe_load(EXAMPLE.read_text())), "uid-1", Launch(1, 1), "hash")
+    ports = {p["name"] for c in pod["spec"]["containers"] for p in c.get("ports", [])}
+    assert "metrics" in ports
+
+
+def test_dashboard_configmap_carries_the_dashboard_file():
+    config_map = one(render(), "ConfigMap")
+    assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(config_map["data"]["streamapp.json"]) == dashboard()
+
+
+@pytest.mark.parametrize("bad", ["rbac.clusterWide=maybe", "watchNamespaces={sa-*}", "metrics.port=0",
+                                 "prometheusRule.restartLoopWindow=soon", "unknownKey=1"])
+def test_values_schema_refuses(bad):
+    result = helm("template", "x", str(CHART), "--set", bad, check=False)
+    assert result.returncode != 0 and "schema" in result.stderr.lower(), (bad, result.stderr)
