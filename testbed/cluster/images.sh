@@ -15,7 +15,7 @@ images=$CACHE/images; out=$images/out
 mkdir -p "$images" "$out" "$CACHE/logs"
 log=$CACHE/logs/images.log; : >"$log"
 step() { printf '>> %s\n' "$*"; }
-timed() { local t0=$SECONDS; "$@" >>"$log" 2>&1 || { tail -n 40 "$log"; exit 1; }; step "  done in $((SECONDS - t0))s"; }
+timed() { local t0=$SECONDS; "$@" >>"$log" 2>&1 || { tail -n 40 "$log" >&2; exit 1; }; step "  done in $((SECONDS - t0))s" >&2; }
 
 # --- base: debootstrap once, cached as a tarball; imported when the engine lacks it.
 LOCAL_BASE=streamapp.local/debian:bookworm
@@ -97,7 +97,7 @@ for tag in "$PAUSE_IMAGE" "streamapp/operator:$version" "streamapp/runtime:$vers
   name=$(basename "${tag%%:*}")
   id=$("$DOCKER" image inspect -f '{{.Id}}' "$tag")
   if [[ $(cat "$out/$name.id" 2>/dev/null) != "$id" ]]; then
-    step "docker save $tag"
+    step "docker save $tag" >&2
     timed "$DOCKER" save -o "$out/$name.tar.tmp" "$tag"
     mv "$out/$name.tar.tmp" "$out/$name.tar"; echo "$id" >"$out/$name.id"
   fi
