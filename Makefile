@@ -49,6 +49,7 @@ testbed-up: deps
 
 crds: deps
 	$(PYTHON) -m streamapp_api.crd > crds/streamapp.io_streamapps.yaml
+	cp crds/streamapp.io_streamapps.yaml charts/streamapp-operator/crds/streamapp.io_streamapps.yaml
 
 
 # --- images and the real single-node cluster (testbed/cluster, streamapp_testbed.cluster) ---------
