@@ -66,7 +66,7 @@ def restart_decision(pod: PodObservation, history: RestartHistory, policy: Resta
         if pod.exit_code is not None:
             why += f" with exit code {pod.exit_code}"
         if history.gave_up:  # the dead pod stays for inspection
-            return RestartDecision("give_up", why, exit_code=pod.exit_code)
+            return RestartDecision("give_up", _gave_up(why, history), exit_code=pod.exit_code)
         if not history.driver_expected:  # already counted: just clear the dead pod away
             return RestartDecision("clear", why, exit_code=pod.exit_code)
         return _count(history, policy, why, pod.exit_code)
@@ -77,7 +77,7 @@ def restart_decision(pod: PodObservation, history: RestartHistory, policy: Resta
         return RestartDecision("keep")
     # absent
     if history.gave_up:
-        return RestartDecision("give_up", "maxRestarts reached")
+        return RestartDecision("give_up", _gave_up("driver gone", history))
     if history.driver_expected:
         return _count(history, policy, "driver pod disappeared", None)
     if history.restarts and history.last_restart is not None:
@@ -89,5 +89,9 @@ def restart_decision(pod: PodObservation, history: RestartHistory, policy: Resta
 
 def _count(history: RestartHistory, policy: RestartPolicy, why: str, exit_code: int | None) -> RestartDecision:
     if policy.max_restarts and history.restarts >= policy.max_restarts:
-        return RestartDecision("give_up", f"{why}; gave up after {history.restarts} restarts", exit_code=exit_code)
+        return RestartDecision("give_up", _gave_up(why, history), exit_code=exit_code)
     return RestartDecision("record_failure", why, backoff(history.restarts + 1, policy), exit_code)
+
+
+def _gave_up(why: str, history: RestartHistory) -> str:
+    return f"{why}; gave up after {history.restarts} restarts (restartPolicy.maxRestarts)"

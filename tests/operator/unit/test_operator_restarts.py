@@ -71,3 +71,12 @@ def test_failure_reason_names_the_exit_code():
     decision = restart_decision(FAILED, EXPECTED, POLICY, T0)
     assert decision.exit_code == 137
     assert "exit code 137" in decision.reason
+
+
+@pytest.mark.parametrize("pod, history", [
+    (FAILED, RestartHistory(3, T0, True)),  # giving up now
+    (FAILED, RestartHistory(3, T0, False, gave_up=True)),  # and every look after: same reason
+    (ABSENT, RestartHistory(3, T0, False, gave_up=True)),
+])
+def test_giving_up_always_says_why(pod, history):
+    assert "gave up after 3 restarts" in restart_decision(pod, history, POLICY, T0).reason
