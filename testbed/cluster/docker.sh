@@ -20,7 +20,7 @@ fi
 mkdir -p "$run" "$CACHE/docker" "$CACHE/logs"
 echo ">> starting dockerd (data root $CACHE/docker, log $CACHE/logs/dockerd.log)"
 dockerd --data-root "$CACHE/docker" --exec-root "$run/exec" --pidfile "$run/dockerd.pid" \
-  -H "$DOCKER_HOST" --bridge=none --iptables=false --ip-masq=false \
+  -H "$DOCKER_HOST" --bridge=none --iptables=false --ip-masq=false --ip-forward=false \
   >>"$CACHE/logs/dockerd.log" 2>&1 &
 dockerd_pid=$!
 stop() {
