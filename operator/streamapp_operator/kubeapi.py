@@ -16,7 +16,7 @@ from kubernetes import client, config
 from streamapp_api import GROUP, PLURAL, VERSION
 
 PLURALS = {
-    "Pod": "pods", "Service": "services", "ConfigMap": "configmaps", "ServiceAccount": "serviceaccounts",
+    "Pod": "pods", "Secret": "secrets", "Service": "services", "ConfigMap": "configmaps", "ServiceAccount": "serviceaccounts",
     "PersistentVolumeClaim": "persistentvolumeclaims", "Event": "events", "Role": "roles",
     "RoleBinding": "rolebindings", "StreamApp": PLURAL,
 }

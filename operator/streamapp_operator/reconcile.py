@@ -38,10 +38,12 @@ def observe(kube: Kube, body: dict) -> Observed:
     children = kube_observe.children(kube, namespace, name)
     driver = kube_observe.driver(kube.get("Pod", namespace, names.driver_pod(name)))
     progress = metrics_observe.observe(driver.ip) if driver.pod.state == "running" else Progress()
+    secret = kube_observe.kafka_secret(kube, namespace, app)
     return Observed(
         app=app, children=children,
         applied=kube_observe.applied(children.get(f"ConfigMap/{names.config_map(name)}")),
-        driver=driver, kafka=kafka_observe.observe(app), progress=progress, **common,
+        driver=driver, kafka=kafka_observe.observe(app, secret, secret_missing=secret is None),
+        progress=progress, **common,
     )
 
 

@@ -148,8 +148,11 @@ class _Planner:
             else:
                 driver_pod = names.driver_pod(obs.name)
                 phase = "Running" if running else "Pending"
-                ready = Cond("Ready", running, "DriverRunning" if running else "DriverPending",
-                             "" if running else "driver pod not running yet")
+                healthy = running and obs.driver.pod.ready
+                ready = Cond("Ready", healthy,
+                             "DriverReady" if healthy else ("DriverNotReady" if running else "DriverPending"),
+                             "" if healthy else ("queries not healthy yet (/healthz)" if running else
+                                                 "driver pod not running yet"))
                 if change.kind == "ignore" and config and obs.applied and config_hash(config) != \
                         config_hash(obs.children.get(f"ConfigMap/{names.config_map(obs.name)}") or {}):
                     config_write = config  # no effect on the running driver: keep the record current

@@ -24,6 +24,7 @@ class PodObservation:
     exit_code: int | None = None
     reason: str | None = None
     running_since: datetime | None = None
+    ready: bool = False  # the pod's Ready condition: the runtime's /healthz answers 200
 
 
 @dataclass(frozen=True)

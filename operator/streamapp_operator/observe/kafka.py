@@ -21,12 +21,18 @@ def topic_partitions(bootstrap: str, options: dict[str, str] | None = None, time
     return {name: len(topic.partitions) for name, topic in metadata.topics.items() if topic.error is None}
 
 
-def observe(app: StreamApp, timeout: float = TIMEOUT) -> Kafka:
+def observe(app: StreamApp, secret: dict[str, str] | None = None, secret_missing: bool = False,
+            timeout: float = TIMEOUT) -> Kafka:
+    """Partition counts; ``secret`` holds client options read from spec.kafka.secretRef."""
     spec = app.spec
     sources = [t for s in spec.sources for t in s.topic_list]
     inputs = sources + [t.topic for t in spec.tables]
+    if secret_missing:
+        name = spec.kafka.secret_ref.name if spec.kafka.secret_ref else "?"
+        return Kafka(error=f"Secret {name} (spec.kafka.secretRef) not found")
     try:
-        counts = topic_partitions(spec.kafka.bootstrap_servers, spec.kafka.options, timeout)
+        options = {**(spec.kafka.options or {}), **(secret or {})}
+        counts = topic_partitions(spec.kafka.bootstrap_servers, options, timeout)
     except (KafkaException, ValueError, RuntimeError) as exc:
         return Kafka(error=f"Kafka at {spec.kafka.bootstrap_servers} unreachable: {exc}")
     missing = tuple(sorted({t for t in inputs if t not in counts}))

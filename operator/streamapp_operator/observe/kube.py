@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from datetime import datetime
 
 import yaml
@@ -71,7 +72,8 @@ def pod_observation(pod: dict | None) -> PodObservation:
         return PodObservation("failed" if phase == "Failed" else "succeeded", exit_code, reason)
     if phase == "Running":
         started: datetime | None = parse_time(status.get("startTime"))
-        return PodObservation("running", running_since=started)
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+        return PodObservation("running", running_since=started, ready=ready)
     return PodObservation("pending")
 
 
@@ -86,3 +88,14 @@ def driver(pod: dict | None) -> Driver:
     return Driver(pod_observation(pod), executors, annotations.get(names.ANN_STATE_GENERATION),
                   annotations.get(names.ANN_CONFIG_HASH), (pod.get("status") or {}).get("podIP"),
                   pod["metadata"].get("uid"))
+
+
+def kafka_secret(kube: Kube, namespace: str, app: StreamApp) -> dict[str, str] | None:
+    """Kafka client options from spec.kafka.secretRef ({} without one, None when it is missing)."""
+    ref = app.spec.kafka.secret_ref
+    if ref is None:
+        return {}
+    secret = kube.get("Secret", namespace, ref.name)
+    if secret is None:
+        return None
+    return {key: base64.b64decode(value).decode() for key, value in (secret.get("data") or {}).items()}

@@ -38,8 +38,12 @@ def test_pod_observation(obj, state, exit_code):
     assert (seen.state, seen.exit_code) == (state, exit_code)
 
 
-def test_running_pod_knows_since_when():
+def test_running_pod_knows_since_when_and_whether_it_is_ready():
     assert pod_observation(pod("Running")).running_since == T0
+    assert pod_observation(pod("Running")).ready is False
+    ready = pod("Running")
+    ready["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    assert pod_observation(ready).ready is True
 
 
 METRICS = """# TYPE streamapp_source_lag_records gauge

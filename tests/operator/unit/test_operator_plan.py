@@ -24,13 +24,14 @@ UID = "uid-1"
 
 
 def world(spec_overrides=None, *, applied_overrides=None, executors=2, pod="running", status=None,
-          partitions=3, kafka_error=None, children=True, generation=1) -> Observed:
+          partitions=3, kafka_error=None, children=True, generation=1, ready=True) -> Observed:
     """An app whose children exist (rendered with ``applied_overrides`` and ``executors``) and a driver."""
     app = make_app(**(spec_overrides or {}))
     applied_app = make_app(**(applied_overrides if applied_overrides is not None else (spec_overrides or {})))
     launch = Launch(executors, 3, "runtime:1")
     kids = {f"{o['kind']}/{o['metadata']['name']}": o for o in render_children(applied_app, UID, launch)} if children else {}
-    driver = Driver(PodObservation(pod), executors, uid="pod-uid") if pod != "absent" else Driver(PodObservation("absent"))
+    seen = PodObservation(pod, ready=pod == "running" and ready)
+    driver = Driver(seen, executors, uid="pod-uid") if pod != "absent" else Driver(PodObservation("absent"))
     if status is None:
         status = {"driverPod": names.driver_pod("orders")} if pod != "absent" else {}
     return Observed(
@@ -190,3 +191,10 @@ def test_driver_progress_lands_in_status():
     p = plan(replace(world(), progress=progress), SETTINGS, Memory(), T0)
     assert p.status["lag"] == 12
     assert p.status["sinks"] == [{"name": "counts-out", "lag": 12, "lastProgressTime": "2026-01-01T00:00:00Z"}]
+
+
+def test_running_driver_whose_queries_are_not_healthy_is_running_but_not_ready():
+    p = plan(world(ready=False), SETTINGS, Memory(), T0)
+    assert p.status["phase"] == "Running" and p.driver is None
+    assert cond(p.status, "Ready") == ("False", "DriverNotReady")
+    assert cond(plan(world(), SETTINGS, Memory(), T0).status, "Ready") == ("True", "DriverReady")
