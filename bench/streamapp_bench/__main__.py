@@ -34,7 +34,8 @@ BENCHES = {
         tb, wd, n=a.n, partitions=a.partitions, live_seconds=a.live_seconds, max_offsets=a.max_offsets or max(a.n // 30, 1000),
         users=a.users, timeout=a.timeout, min_seconds=a.min_seconds)),
     "controlplane": (("kafka", "kube", "kwok"), lambda tb, wd, a: controlplane.run(
-        tb, wd, total=a.apps, batch=a.batch, fail=a.fail, settle=a.settle, timeout=a.timeout)),
+        tb, wd, total=a.apps, batch=a.batch, fail=a.fail, settle=a.settle, timeout=a.timeout,
+        profile_seconds=a.profile_seconds)),
 }
 
 
@@ -70,6 +71,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=100)
     p.add_argument("--fail", type=int, default=100)
     p.add_argument("--settle", type=float, default=30, help="seconds of steady state measured at the first and last batch")
+    p.add_argument("--profile-seconds", type=float, default=60, help="py-spy over the operator from its last batch (0: off)")
     p.add_argument("--timeout", type=float, default=900, help="per engine run / per wait")
     p.add_argument("--results", type=Path, default=BENCH_DIR / "results")
     p.add_argument("--readme", type=Path, default=REPO_DIR / "README.md", help="'-': do not render")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -16,7 +17,7 @@ from streamapp_testbed import kafka_admin
 from streamapp_testbed.kwok import fake_node
 from streamapp_testbed.process import ManagedProcess, free_port
 
-from . import engines, measure
+from . import engines, measure, profiling
 
 log = logging.getLogger("bench.control")
 NAMESPACE = "bench-cp"
@@ -127,7 +128,8 @@ def _prepare(bed, nodes: int, pods_per_node: int) -> None:
         for key in ("allocatable", "capacity"):
             node["status"][key]["pods"] = str(pods_per_node)
         extra.append(node)
-    cp.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": extra}))
+    if extra:
+        cp.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": extra}))
     cp.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
     cp.kubectl("wait", "--for=condition=Established", "crd/streamapps.streamapp.io", "--timeout=60s")
     cp.kubectl("create", "namespace", NAMESPACE, check=False)
@@ -150,11 +152,12 @@ def fail_drivers(bed, watch: PodWatch, apps: list[str], timeout: float) -> dict:
 
 
 def run(bed, workdir: Path, total: int = 1000, batch: int = 100, fail: int = 100, nodes: int = 5,
-        settle: float = 30.0, timeout: float = 600.0) -> dict:
+        settle: float = 30.0, timeout: float = 600.0, profile_seconds: float = 0) -> dict:
+    """`profile_seconds` > 0: py-spy samples the operator from the start of the last batch."""
     from streamapp_operator.kubeapi import Kube, load_config
     from streamapp_testbed.kube import CONTEXT
 
-    _prepare(bed, nodes, pods_per_node=max(110, total // nodes + 50))
+    _prepare(bed, nodes, pods_per_node=max(110, total // max(nodes, 1) + 50))
     topic = "cp-clicks"
     kafka_admin.create_topic(bed.kafka.bootstrap, topic, partitions=2)
     api = load_config(str(bed.control_plane.kubeconfig), CONTEXT)
@@ -164,13 +167,15 @@ def run(bed, workdir: Path, total: int = 1000, batch: int = 100, fail: int = 100
     env = {**engines.ENV, "KUBECONFIG": str(bed.control_plane.kubeconfig)}
     operator = ManagedProcess("operator", argv, workdir / "operator.log", env=env).start()
     watch = PodWatch(api).start()
-    steps, failures = [], {}
+    steps, failures, sampler = [], {}, None
     applied: dict[str, float] = {}
     try:
         for start in range(0, total, batch):
             names = [f"app-{i:04d}" for i in range(start, min(start + batch, total))]
             bed.control_plane.kubectl("apply", "-f", "-", input=json.dumps(
                 {"apiVersion": "v1", "kind": "List", "items": [pv(n) for n in names]}))
+            if profile_seconds and start + batch >= total:
+                sampler = profiling.start(operator.proc.pid, profile_seconds, workdir / "operator.pyspy")
             rss0, cpu0 = proc_usage(operator.proc.pid)
             began = time.monotonic()
             for name in names:
@@ -195,13 +200,20 @@ def run(bed, workdir: Path, total: int = 1000, batch: int = 100, fail: int = 100
             log.info("control plane: %s", step)
         rss_peak = max(s.get("rss_settled_mib", s["rss_mib"]) for s in steps)
     finally:
+        if sampler is not None:
+            try:
+                sampler.wait(timeout=profile_seconds + 60)
+            except subprocess.TimeoutExpired:
+                sampler.kill()
+                sampler.wait()
         watch.stop()
         operator.stop()
         bed.control_plane.kubectl("delete", "namespace", NAMESPACE, "--wait=false", check=False)
         bed.control_plane.kubectl("delete", "pv", "-l", f"streamapp-bench={NAMESPACE}", "--wait=false", check=False)
     first, last = steps[0], steps[-1]
     grow = lambda a, b: (b / a) if a and b else None  # noqa: E731
-    return {"total": total, "batch": batch, "fail": fail, "nodes": nodes + 3, "steps": steps,
+    profile = profiling.summarise(workdir / "operator.pyspy") if sampler is not None else None
+    return {"profile": profile, "total": total, "batch": batch, "fail": fail, "nodes": nodes + 3, "steps": steps,
             "failures": {str(k): v for k, v in failures.items()}, "rss_peak_mib": rss_peak,
             "growth": {"apply_p99": grow(first["p99_s"], last["p99_s"]),
                        "apply_p50": grow(first["p50_s"], last["p50_s"]),

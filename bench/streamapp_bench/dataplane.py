@@ -127,7 +127,8 @@ def db_writes(run: engines.Run, total: int, dsn: str, timeout: float) -> dict:
 
 
 def run(bed, workdir: Path, n: int, partitions: int, live_seconds: float, max_offsets: int, users: int,
-        timeout: float, engines_to_run=("runtime", "handwritten", "kstreams"), min_seconds: float = 60) -> dict:
+        timeout: float, engines_to_run=("runtime", "handwritten", "kstreams"), min_seconds: float = 60,
+        variants=("runtime-nodlq",)) -> dict:
     bootstrap = bed.kafka.bootstrap
     backlog = topics.create(bootstrap, "clicks-backlog", partitions)
     began = time.monotonic()
@@ -145,7 +146,7 @@ def run(bed, workdir: Path, n: int, partitions: int, live_seconds: float, max_of
     log.info("backlog: %s", result)
     base = engines.Run(bootstrap, backlog, "", workdir, "updates", max_offsets, partitions)
     rates = {}
-    for engine in engines_to_run:
+    for engine in (*engines_to_run, *variants):
         r = replace(base, target=f"out-{engine}", workdir=workdir / f"tput-{engine}")
         rates[engine] = throughput(bed, r, engine, counted, produced, timeout)
     rates["raw"] = raw_throughput(replace(base, workdir=workdir / "tput-raw"), produced, min_seconds, timeout)
@@ -164,5 +165,7 @@ def run(bed, workdir: Path, n: int, partitions: int, live_seconds: float, max_of
     get = lambda e: rates.get(e, {}).get("events_per_s")  # noqa: E731
     result["ratios"] = {"a_over_b": measure.ratio(get("runtime"), get("handwritten")),
                         "a_over_c": measure.ratio(get("runtime"), get("kstreams")),
-                        "a_over_d": measure.ratio(get("runtime"), get("raw"))}
+                        "a_over_d": measure.ratio(get("runtime"), get("raw")),
+                        "a_nodlq_over_b": measure.ratio(get("runtime-nodlq"), get("handwritten")),
+                        "a_nodlq_over_c": measure.ratio(get("runtime-nodlq"), get("kstreams"))}
     return result

@@ -19,7 +19,7 @@ def main(argv: list[str]) -> int:
 
     spark = (SparkSession.builder.master("local[2]").appName("bench-handwritten")
              .config("spark.jars", installed().spark_jars_conf())
-             .config("spark.ui.enabled", "false")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.session.timeZone", "UTC")
              .config("spark.sql.shuffle.partitions", partitions)
              .config("spark.sql.streaming.stateStore.providerClass",

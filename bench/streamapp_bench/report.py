@@ -7,7 +7,8 @@ from pathlib import Path
 
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 LABELS = {"runtime": "(a) StreamApp runtime", "handwritten": "(b) hand-written PySpark",
-          "kstreams": "(c) Kafka Streams", "raw": "(d) raw consumer"}
+          "kstreams": "(c) Kafka Streams", "raw": "(d) raw consumer",
+          "runtime-nodlq": "(a′) runtime, dead letters off"}
 
 
 def _n(value, digits: int = 0, unit: str = "") -> str:
@@ -37,7 +38,7 @@ def dataplane(r: dict) -> list[str]:
              f"{r['args'].get('live_seconds', '?')} s.", "",
              "| engine | events/s (10 %→90 %) | measured over | (a) ÷ this | latency p50 | latency p99 |",
              "| --- | ---: | ---: | ---: | ---: | ---: |"]
-    for engine in ("runtime", "handwritten", "kstreams", "raw"):
+    for engine in ("runtime", "runtime-nodlq", "handwritten", "kstreams", "raw"):
         row = t.get(engine)
         if row is None:
             continue
@@ -51,6 +52,9 @@ def dataplane(r: dict) -> list[str]:
                      f"{_ms(lat_row.get('p50_ms'))} | {_ms(lat_row.get('p99_ms'))} |")
     lines += ["", f"(a)/(b) = {_target(ratios['a_over_b'], 0.95)}; (a)/(c) = {_target(ratios['a_over_c'], 1.0)}; "
               f"(a)/(d) = {_n(ratios['a_over_d'], 3)}."]
+    if ratios.get("a_nodlq_over_b"):
+        lines[-1] += (f" With dead letters off, (a′)/(b) = {_n(ratios['a_nodlq_over_b'], 2)} and "
+                      f"(a′)/(c) = {_n(ratios.get('a_nodlq_over_c'), 2)}.")
     db = d.get("db")
     if db:
         lines += ["", f"DB writes (the example as written: emit final, Kafka + Postgres sinks, `--available-now`): "

@@ -1,0 +1,31 @@
+"""The bench's arithmetic on plain data: the sustained rate and the event → window-row matching."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace as Row
+
+import pytest
+
+pytestmark = pytest.mark.unit
+
+
+def test_sustained_rate_leaves_out_start_up_and_tail():
+    from streamapp_bench.measure import sustained_rate
+
+    points = [(0, 0), (10_000, 0), (11_000, 100), (12_000, 200), (20_000, 1000)]  # ms, events
+    out = sustained_rate(points, 1000)
+    assert out["seconds"] == pytest.approx(9.0)  # from the first point at 10 % (11 s) to the first at 90 % (20 s)
+    assert out["per_second"] == pytest.approx((1000 - 100) / 9.0)
+
+
+def test_each_counted_event_is_matched_to_the_first_row_that_includes_it():
+    from streamapp_bench.measure import event_latencies, window_of
+
+    w = window_of("2026-01-01T12:00:10.000Z")
+    ev = lambda kind, ts: {"session_id": "s", "uuid": "u", "event": kind, "ts": ts}  # noqa: E731
+    events = [(1000, ev("click", "2026-01-01T12:00:10.000Z")), (1100, ev("scroll", "2026-01-01T12:00:11.000Z")),
+              (1200, ev("page_view", "2026-01-01T12:00:12.000Z")), (1300, ev("click", "2026-01-01T12:00:13.000Z"))]
+    rows = [Row(at_ms=1500, key=("s", "u", w), count=2), Row(at_ms=2500, key=("s", "u", w), count=3),
+            Row(at_ms=2600, key=("other", "u", w), count=1)]
+    latencies, missing = event_latencies(events, rows)
+    assert sorted(latencies) == [300, 500, 1200] and missing == 0
