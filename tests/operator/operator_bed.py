@@ -71,6 +71,12 @@ class OperatorProcess:
             self.proc.stop()
             self.proc = None
 
+    def log_text(self) -> str:
+        try:
+            return (self.workdir / "operator.log").read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
     def log_tail(self, lines: int = 60) -> str:
         try:
             return "\n".join((self.workdir / "operator.log").read_text(errors="replace").splitlines()[-lines:])
