@@ -89,6 +89,20 @@ def proc_usage(pid: int) -> tuple[float, float]:
     return rss, cpu
 
 
+def apiserver_counters(cp) -> tuple[float, float]:
+    """(requests served, seconds spent serving them) by the API server so far, watches left out."""
+    text = cp.kubectl("get", "--raw", "/metrics").stdout
+    count = seconds = 0.0
+    for line in text.splitlines():
+        if 'verb="WATCH"' in line or 'verb="CONNECT"' in line:
+            continue
+        if line.startswith("apiserver_request_duration_seconds_sum{"):
+            seconds += float(line.rsplit(" ", 1)[1])
+        elif line.startswith("apiserver_request_duration_seconds_count{"):
+            count += float(line.rsplit(" ", 1)[1])
+    return count, seconds
+
+
 def app_doc(name: str, bootstrap: str, topic: str) -> dict:
     run = engines.Run(bootstrap, topic, f"{topic}-out", Path("."), "final", 0, 2)
     doc = engines.manifest(run, name)
@@ -177,6 +191,7 @@ def run(bed, workdir: Path, total: int = 1000, batch: int = 100, fail: int = 100
             if profile_seconds and start + batch >= total:
                 sampler = profiling.start(operator.proc.pid, profile_seconds, workdir / "operator.pyspy")
             rss0, cpu0 = proc_usage(operator.proc.pid)
+            served0 = apiserver_counters(bed.control_plane)
             began = time.monotonic()
             for name in names:
                 kube.create(app_doc(name, bed.kafka.bootstrap, topic))
@@ -184,8 +199,12 @@ def run(bed, workdir: Path, total: int = 1000, batch: int = 100, fail: int = 100
             _wait(f"{len(names)} drivers", lambda: all(watch.created(n) for n in names) or not operator.running, timeout)
             took = time.monotonic() - began
             rss1, cpu1 = proc_usage(operator.proc.pid)
+            served1 = apiserver_counters(bed.control_plane)
+            requests = served1[0] - served0[0]
             lat = [watch.created(n) - applied[n] for n in names if watch.created(n)]
             step = {"apps": start + len(names), **_pcts(lat), "batch_seconds": round(took, 2),
+                    "apiserver_requests_per_app": round(requests / len(names), 1),
+                    "apiserver_mean_ms": round(1000 * (served1[1] - served0[1]) / requests, 1) if requests else None,
                     "rss_mib": round(rss1, 1), "cpu_percent_during_batch": round(100 * (cpu1 - cpu0) / took, 1)}
             count = start + len(names)
             if count == batch or count == total:

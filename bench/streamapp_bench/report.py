@@ -21,11 +21,11 @@ def _ms(value) -> str:
     return "—" if value is None else f"{value / 1000:.2f} s"
 
 
-def _target(value, goal: float, higher: bool = True) -> str:
+def _target(value, goal: float, higher: bool = True, unit: str = "") -> str:
     if value is None:
         return "—"
     ok = value >= goal if higher else value <= goal
-    return f"{value:.2f} ({'meets' if ok else 'misses'} {'≥' if higher else '≤'} {goal:g})"
+    return f"{value:.2f}{unit} ({'meets' if ok else 'misses'} {'≥' if higher else '≤'} {goal:g}{unit})"
 
 
 def dataplane(r: dict) -> list[str]:
@@ -70,8 +70,9 @@ def controlplane(r: dict) -> list[str]:
     lines = [f"**Control plane** — {c['total']:,} StreamApps applied in batches of {c['batch']} on the test bed's "
              f"API server, {c['nodes']} kwok nodes; {c['fail']} drivers failed by kwok's chaos stage at the first "
              f"batch and at the full count (restart backoff 1 s, included).", "",
-             "| apps | apply → driver created p50 / p99 | operator RSS | operator CPU (applying / settled) | "
-             "failure → replacement created p50 / p99 |", "| ---: | ---: | ---: | ---: | ---: |"]
+             "| apps | apply → driver created p50 / p99 | operator RSS | operator CPU, % of a core (applying / settled) | "
+             "API requests per app, server mean | failure → replacement created p50 / p99 |",
+             "| ---: | ---: | ---: | ---: | ---: | ---: |"]
     for s in c["steps"]:
         f = fails.get(str(s["apps"]), {})
         settled = s.get("cpu_percent_settled")
@@ -79,13 +80,14 @@ def controlplane(r: dict) -> list[str]:
             else _n(s["cpu_percent_during_batch"], 0, " %")
         failure = f"{_n(f.get('p50_s'), 2, ' s')} / {_n(f.get('p99_s'), 2, ' s')}" if f else ""
         lines.append(f"| {s['apps']:,} | {_n(s['p50_s'], 2, ' s')} / {_n(s['p99_s'], 2, ' s')} | "
-                     f"{_n(s.get('rss_settled_mib', s['rss_mib']), 0, ' MiB')} | {cpu} | {failure} |")
+                     f"{_n(s.get('rss_settled_mib', s['rss_mib']), 0, ' MiB')} | {cpu} | "
+                     f"{_n(s.get('apiserver_requests_per_app'), 0)}, {_n(s.get('apiserver_mean_ms'), 0, ' ms')} | {failure} |")
     g = c["growth"]
     last = c["steps"][-1]
     fl = fails.get(str(last["apps"]), {})
-    lines += ["", f"Targets at {last['apps']:,} apps: apply p99 {_target(last['p99_s'], 2.0, higher=False)} s; "
-              f"failure p99 {_target(fl.get('p99_s'), 2.0, higher=False)} s; RSS peak "
-              f"{_target(c['rss_peak_mib'], 300, higher=False)} MiB. Growth {c['steps'][0]['apps']} → {last['apps']} "
+    lines += ["", f"Targets at {last['apps']:,} apps: apply p99 {_target(last['p99_s'], 2.0, False, ' s')}; "
+              f"failure p99 {_target(fl.get('p99_s'), 2.0, False, ' s')}; RSS peak "
+              f"{_target(c['rss_peak_mib'], 300, False, ' MiB')}. Growth {c['steps'][0]['apps']} → {last['apps']} "
               f"apps: apply p99 ×{_n(g['apply_p99'], 1)}, RSS ×{_n(g['rss'], 2)}, failure p99 ×{_n(g['failure_p99'], 1)}."]
     return lines
 
