@@ -60,7 +60,7 @@ def software() -> dict:
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m streamapp_bench", description=__doc__.splitlines()[0])
-    p.add_argument("benches", nargs="*", default=list(BENCHES), choices=[[], *BENCHES], help="default: all")
+    p.add_argument("benches", nargs="*", metavar="BENCH", help=f"any of {', '.join(BENCHES)} (default: all)")
     p.add_argument("--n", type=int, default=3_000_000, help="events in the data-plane backlog")
     p.add_argument("--partitions", type=int, default=4)
     p.add_argument("--users", type=int, default=5000, help="concurrent users of the generator")
@@ -75,7 +75,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--timeout", type=float, default=900, help="per engine run / per wait")
     p.add_argument("--results", type=Path, default=BENCH_DIR / "results")
     p.add_argument("--readme", type=Path, default=REPO_DIR / "README.md", help="'-': do not render")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    unknown = set(args.benches) - set(BENCHES)
+    if unknown:
+        p.error(f"unknown bench {', '.join(sorted(unknown))}; known: {', '.join(BENCHES)}")
+    args.benches = args.benches or list(BENCHES)
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
