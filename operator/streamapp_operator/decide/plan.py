@@ -48,6 +48,7 @@ class _Planner:
         self.events: list[Event] = []
         self.degraded: list[Cond] = []
         self.progress: Cond | None = None
+        self.scale_wait: timedelta | None = None
 
     # --- the spec the driver should run ------------------------------------------------------
     def _classify(self) -> tuple[Change, StreamApp]:
@@ -75,6 +76,7 @@ class _Planner:
                                      f"(running {current}); restarting once that holds for "
                                      f"{int(self.settings.scale_debounce.total_seconds())}s"))
         self.memory = replace(self.memory, pending_scale=verdict.pending)
+        self.scale_wait = verdict.wait
         executors = verdict.executors if desired is not None else (current or (obs.applied and obs.applied.executors))
         if verdict.pending is not None:
             self.progress = Cond("Progressing", True, "ScalePending",
@@ -205,6 +207,8 @@ class _Planner:
             config_write = None  # created anyway
         if config_write is not None:
             patches = list(patches) + [config_write]
+        if requeue is None and self.scale_wait is not None:
+            requeue = self.scale_wait  # look again when the debounce window ends
         if obs.kafka.error and requeue is None:
             failures = max(self.memory.kafka_failures, 1)
             requeue = min(KAFKA_RETRY * 2 ** (failures - 1), KAFKA_RETRY_MAX)

@@ -122,6 +122,7 @@ def test_partition_growth_is_debounced_then_restarts_with_more_executors():
     assert p.driver is None and p.memory.pending_scale == PendingScale(4, T0)
     assert cond(p.status, "Progressing") == ("True", "ScalePending")
     assert [e.reason for e in p.events] == ["ScalePending"]
+    assert p.requeue == timedelta(seconds=60)  # looks again when the window ends, not at the next resync
     waiting = plan(world(partitions=8), SETTINGS, p.memory, T0 + timedelta(seconds=30))
     assert waiting.driver is None and waiting.events == ()  # one event per decision, not per look
     later = plan(world(partitions=8), SETTINGS, p.memory, T0 + timedelta(seconds=60))
