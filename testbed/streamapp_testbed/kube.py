@@ -91,6 +91,7 @@ class ControlPlane:
             "--endpoint-reconciler-type=lease",
             f"--kubelet-client-certificate={pki.admin_cert}",
             f"--kubelet-client-key={pki.admin_key}",
+            "--kubelet-preferred-address-types=InternalIP,Hostname",
         ]
         testbed_flags = ["--authorization-mode=RBAC", "--endpoint-reconciler-type=none"]
         apiserver = self._spawn(

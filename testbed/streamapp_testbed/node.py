@@ -19,7 +19,7 @@ import yaml
 from .certs import client_cert
 from .kube import ControlPlane
 from .paths import cache_dir, installed, versions
-from .process import ManagedProcess, free_port, run
+from .process import ManagedProcess, free_port, port_open, run
 
 BRIDGE = "streamapp0"
 POD_CIDR = "10.244.0.0/24"
@@ -81,6 +81,8 @@ class Containerd:
 
     def config(self) -> str:
         cri = 'plugins."io.containerd.grpc.v1.cri"'
+        # STREAMAPP_RUNC: another runc binary (a wrapper that keeps runc's log, when debugging)
+        binary = f'\n  BinaryName = "{os.environ["STREAMAPP_RUNC"]}"' if os.environ.get("STREAMAPP_RUNC") else ""
         return f"""version = 2
 root = "{self.root}"
 state = "{self.run_dir / 'containerd-state'}"
@@ -89,6 +91,8 @@ state = "{self.run_dir / 'containerd-state'}"
 [{cri}]
   sandbox_image = "{PAUSE_IMAGE}"
   disable_apparmor = true
+  # This machine's root lacks CAP_SYS_RESOURCE: runc cannot lower oom_score_adj below ours.
+  restrict_oom_score_adj = true
   enable_unprivileged_ports = false
 [{cri}.containerd]
   snapshotter = "overlayfs"
@@ -96,7 +100,7 @@ state = "{self.run_dir / 'containerd-state'}"
 [{cri}.containerd.runtimes.runc]
   runtime_type = "io.containerd.runc.v2"
 [{cri}.containerd.runtimes.runc.options]
-  SystemdCgroup = false
+  SystemdCgroup = false{binary}
 [{cri}.cni]
   bin_dir = "{CNI_BIN}"
   conf_dir = "{self.cni_conf}"
@@ -186,8 +190,7 @@ class NodeAgents:
 }}
 """)
         dns = self._spawn("coredns", [coredns_bin(), "-conf", corefile])
-        time.sleep(0.5)
-        dns.wait_until(lambda: True, 5, "CoreDNS")
+        dns.wait_until(lambda: port_open(53, NODE_IP), 30, "CoreDNS listening on port 53")
 
     def start_kubelet(self) -> None:
         pki = self.cp.pki

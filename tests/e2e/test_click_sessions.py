@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections import defaultdict
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -70,6 +72,38 @@ def app_manifest(c) -> dict:
     return app
 
 
+def expected(events: list[clickstream.Click]) -> dict:
+    """(session_id, window_start iso) -> (clicks, page_views, time_spent) of every closed window."""
+    watermark = max(e.ts for e in events) - timedelta(seconds=30)
+    acc = defaultdict(lambda: [0, 0, 0])
+    for e in events:
+        if e.event in ("click", "page_view"):
+            row = acc[(e.session_id, e.uuid, e.ts.replace(second=0, microsecond=0))]
+            row[0] += e.event == "click"
+            row[1] += e.event == "page_view"
+            row[2] += e.time_spent
+    return {(s, clickstream.iso(w).replace("000Z", "Z")): tuple(v)
+            for (s, _, w), v in acc.items() if w + timedelta(minutes=1) <= watermark}
+
+
+def summaries(c) -> dict:
+    out = {}
+    for _, value in kafka_admin.consume_all(c.kafka_bootstrap, "session-summaries", timeout=20):
+        v = json.loads(value)
+        out[(v["session_id"], v["window_start"])] = (v["clicks"], v["page_views"], v["time_spent"])
+    return out
+
+
+def covers(c, want: dict):
+    got = summaries(c)
+    missing = {k for k in want if k not in got}
+    return not missing and {k: got[k] for k in want} == want or f"{len(missing)} of {len(want)} windows missing"
+
+
+EVENTS = clickstream.generate(seed=7, users=30, minutes=3)
+MORE = clickstream.generate(seed=8, users=30, minutes=3, start=clickstream.START + timedelta(minutes=3))
+
+
 def test_click_sessions_runs_on_driver_and_executor_pods(operator):
     c = operator
     c.apply({
@@ -80,18 +114,23 @@ def test_click_sessions_runs_on_driver_and_executor_pods(operator):
                  "hostPath": {"path": c.volume_dir("checkpoint"), "type": "Directory"}},
     })  # fmt: skip
     kafka_admin.create_topic(c.kafka_bootstrap, "clickstream", partitions=2)
-    clicks = clickstream.generate(seed=7, users=40, minutes=4)
-    kafka_admin.produce(c.kafka_bootstrap, "clickstream", ((e.session_id, e.to_json()) for e in clicks))
+    kafka_admin.produce(c.kafka_bootstrap, "clickstream", ((e.session_id, e.to_json()) for e in EVENTS))
     c.apply(app_manifest(c))
 
     driver = wait_for("running driver pod", lambda: running(c, "driver"), timeout=600)
     executors = wait_for("running executor pod", lambda: running(c, "executor"), timeout=600)
     assert executors[0]["spec"]["containers"][0]["image"].endswith(f"streamapp/runtime:{VERSION}")
     assert driver[0]["spec"]["nodeName"]
+    wait_for("every closed window in session-summaries", lambda: covers(c, expected(EVENTS)) is True,
+             timeout=900, every=10)
 
-    records = wait_for(
-        "session summaries in the output topic",
-        lambda: kafka_admin.consume_all(c.kafka_bootstrap, "session-summaries"),
-        timeout=900, every=10,
-    )
-    assert records
+
+def test_driver_pod_force_deleted_new_driver_resumes_from_the_checkpoint(operator):
+    c = operator
+    old = running(c, "driver")[0]["metadata"]["uid"]
+    c.kubectl("delete", "pod", "-n", NS, "-l", "streamapp.io/component=driver", "--grace-period=0", "--force")
+    wait_for("a new running driver", lambda: [p for p in running(c, "driver") if p["metadata"]["uid"] != old],
+             timeout=600)
+    kafka_admin.produce(c.kafka_bootstrap, "clickstream", ((e.session_id, e.to_json()) for e in MORE))
+    wait_for("every closed window of both runs", lambda: covers(c, expected(EVENTS + MORE)) is True,
+             timeout=900, every=10)
