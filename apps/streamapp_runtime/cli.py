@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -65,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, SettingsError) as exc:
         print(f"streamapp run: {exc}", file=sys.stderr)
         return 2
-    conf = merge_conf(given, spark_defaults(app.metadata.name, app.spec.state.store, __import__("os").environ))
+    conf = merge_conf(given, spark_defaults(app.metadata.name, app.spec.state.store, os.environ))
     for key, value in (app.spec.spark_conf or {}).items():
         conf.setdefault(key, value)
     return execute(app, settings, conf)
