@@ -21,7 +21,7 @@ def streamapp_crd(control_plane):
 
 @pytest.fixture(scope="session")
 def operator_process(control_plane, kwok, kafka, streamapp_crd, tmp_path_factory) -> Iterator[OperatorProcess]:
-    process = OperatorProcess(tmp_path_factory.mktemp("operator"), "sa-*").start()
+    process = OperatorProcess(tmp_path_factory.mktemp("operator"), "sa-*", control_plane.kubeconfig).start()
     try:
         yield process
     finally:

@@ -41,8 +41,8 @@ def wait_for(what: str, check: Callable[[], object], timeout: float = 60, every:
 class OperatorProcess:
     """``python -m streamapp_operator`` for namespaces matching ``pattern``, logging to a file."""
 
-    def __init__(self, workdir: Path, pattern: str, resync: float = 2, debounce: float = 2):
-        self.workdir, self.pattern = workdir, pattern
+    def __init__(self, workdir: Path, pattern: str, kubeconfig: Path, resync: float = 2, debounce: float = 2):
+        self.workdir, self.pattern, self.kubeconfig = workdir, pattern, kubeconfig
         self.metrics_port = free_port()
         self.argv = [sys.executable, "-m", "streamapp_operator", "--namespace", pattern,
                      "--metrics-port", str(self.metrics_port), "--metrics-address", "127.0.0.1",
@@ -53,7 +53,8 @@ class OperatorProcess:
     def start(self) -> "OperatorProcess":
         self.starts += 1
         self.proc = ManagedProcess(f"operator-{self.starts}", self.argv, self.workdir / "operator.log",
-                                   env={"PYTHONPATH": PYTHONPATH, "PYTHONUNBUFFERED": "1"}).start()
+                                   env={"PYTHONPATH": PYTHONPATH, "PYTHONUNBUFFERED": "1",
+                                        "KUBECONFIG": str(self.kubeconfig)}).start()
         return self
 
     def kill(self) -> None:

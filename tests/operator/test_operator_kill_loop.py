@@ -98,7 +98,7 @@ def test_operator_killed_mid_reconcile_never_runs_two_drivers(own_namespace, kaf
     topic = unique("lines")
     create_topic(kafka.bootstrap, topic, partitions=2)
     cluster.pv_for("app")
-    operator = OperatorProcess(tmp_path, cluster.namespace, resync=1, debounce=1)
+    operator = OperatorProcess(tmp_path, cluster.namespace, control_plane.kubeconfig, resync=1, debounce=1)
     watch = DriverWatch(cluster, "app")
     executors = None
     try:

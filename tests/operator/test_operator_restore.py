@@ -19,13 +19,14 @@ def _fail(cluster, exit_code: int) -> None:
     cluster.kubectl("label", "pod", "app-driver", f"{FAIL_LABEL}=true", "--overwrite")
 
 
-def test_failure_is_restored_from_the_pod_event_and_gives_up_after_max_restarts(own_namespace, kafka, tmp_path):
+def test_failure_is_restored_from_the_pod_event_and_gives_up_after_max_restarts(own_namespace, kafka, control_plane,
+                                                                                  tmp_path):
     cluster = own_namespace
     topic = unique("lines")
     create_topic(kafka.bootstrap, topic, partitions=1)
     cluster.pv_for("app")
     # A resync far longer than the test: only pod events and the operator's own requeues can act.
-    operator = OperatorProcess(tmp_path, cluster.namespace, resync=600).start()
+    operator = OperatorProcess(tmp_path, cluster.namespace, control_plane.kubeconfig, resync=600).start()
     try:
         cluster.apply(simple_app("app", cluster.namespace, kafka.bootstrap, topic,
                                  restartPolicy={"backoff": "1s", "maxBackoff": "1s", "maxRestarts": 1}))

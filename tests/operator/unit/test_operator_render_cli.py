@@ -40,3 +40,17 @@ def test_render_refuses_an_invalid_manifest_with_the_field(capsys, tmp_path):
     code, out, err = _run(capsys, str(path))
     assert code == 1 and out == ""
     assert "spec.sinks[0].from" in err
+
+
+def test_streamapp_render_is_a_subcommand_of_the_streamapp_command():
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[3]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(repo / p) for p in ("crds", "operator"))}
+    result = subprocess.run([sys.executable, "-m", "streamapp_api", "render", str(EXAMPLES / "word-count.yaml")],
+                            capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert [d["kind"] for d in yaml.safe_load_all(result.stdout)][-1] == "Pod"
