@@ -9,8 +9,14 @@ from .paths import installed
 
 
 def local_session(workdir: Path, app_name: str = "streamapp-testbed", cores: int = 2):
+    import os
+    import sys
+
     from pyspark.sql import SparkSession
 
+    # Python workers must be this interpreter (the venv with pandas, pyarrow, psycopg), not
+    # whatever `python3` is first on PATH.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     workdir.mkdir(parents=True, exist_ok=True)
     return (
         SparkSession.builder.master(f"local[{cores}]")

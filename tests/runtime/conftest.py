@@ -1,16 +1,8 @@
-"""Runtime tests: real Kafka, real Spark, real Postgres from the session test bed.
-
-Python workers must run this interpreter (pandas, psycopg); set before the session's Spark starts.
-"""
+"""Runtime tests: real Kafka, real Spark, real Postgres from the session test bed."""
 
 from __future__ import annotations
 
-import os
-import sys
-
 import pytest
-
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
 @pytest.fixture
