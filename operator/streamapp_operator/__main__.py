@@ -28,7 +28,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
 
-    os.environ["STREAMAPP_OPERATOR_RESYNC"] = str(args.resync)  # read when the handlers are declared
     import kopf
 
     from . import handlers, names
@@ -37,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
 
     kopf.configure(verbose=args.verbose)
     logging.getLogger("kubernetes").setLevel(logging.WARNING)
+    handlers.RECONCILER.resync = args.resync
     handlers.RECONCILER.settings = Settings(
         default_image=args.runtime_image or names.DEFAULT_RUNTIME_IMAGE,
         scale_debounce=timedelta(seconds=args.scale_debounce),

@@ -1,8 +1,9 @@
 """kopf handlers: thin triggers for the one reconcile.
 
-create/resume/update of a StreamApp, a timer, and events of labelled driver pods all call
-``Reconciler.run``, which serialises work per app, runs the blocking reconcile in a thread, and
-schedules the next look when the plan asks for one (a restart backoff, a debounce window).
+create/resume/update of a StreamApp and events of labelled driver pods all call ``Reconciler.run``,
+which serialises work per app, runs the blocking reconcile in a thread, and schedules the next look:
+when the plan asks (a restart backoff, a debounce window), else after the resync interval (the
+periodic timer that folds partitions and progress into status).
 """
 
 from __future__ import annotations
@@ -19,14 +20,16 @@ from . import names
 from .decide.world import Memory, Settings
 from .kubeapi import ApiError, Kube
 from .reconcile import reconcile
+from .report import metrics
 
 log = logging.getLogger(__name__)
 RESYNC_SECONDS = float(os.environ.get("STREAMAPP_OPERATOR_RESYNC", "30"))
+ERROR_RETRY = 10.0
 
 
 class Reconciler:
-    def __init__(self, settings: Settings):
-        self.settings = settings
+    def __init__(self, settings: Settings, resync: float = RESYNC_SECONDS):
+        self.settings, self.resync = settings, resync
         self.kube: Kube | None = None
         self.locks: dict[tuple[str, str], asyncio.Lock] = {}
         self.memory: dict[tuple[str, str], Memory] = {}
@@ -38,14 +41,26 @@ class Reconciler:
         async with lock:
             if self.kube is None:
                 self.kube = Kube()
-            outcome = await asyncio.to_thread(reconcile, self.kube, namespace, name, self.settings,
-                                              self.memory.get(key, Memory()))
+            try:
+                outcome = await asyncio.to_thread(reconcile, self.kube, namespace, name, self.settings,
+                                                  self.memory.get(key, Memory()))
+            except Exception:
+                self.requeue(namespace, name, min(self.resync, ERROR_RETRY))  # never lose the periodic look
+                raise
         if outcome.plan is None:
-            self.memory.pop(key, None)
+            self.forget(namespace, name)
             return
         self.memory[key] = outcome.plan.memory
-        if outcome.plan.requeue is not None:
-            self.requeue(namespace, name, outcome.plan.requeue.total_seconds())
+        # The periodic resync is this requeue too: a kopf timer would put a finalizer on every app,
+        # and deleting an app must never wait for the operator.
+        delay = self.resync if outcome.plan.requeue is None else min(outcome.plan.requeue.total_seconds(), self.resync)
+        self.requeue(namespace, name, delay)
+
+    def forget(self, namespace: str, name: str) -> None:
+        self.memory.pop((namespace, name), None)
+        timer = self.timers.pop((namespace, name), None)
+        if timer is not None:
+            timer.cancel()
 
     def requeue(self, namespace: str, name: str, delay: float) -> None:
         key = (namespace, name)
@@ -87,9 +102,10 @@ async def reconcile_app(namespace: str, name: str, **_) -> None:
         raise kopf.TemporaryError(f"API: {exc}", delay=5) from exc
 
 
-@kopf.timer(GROUP, VERSION, PLURAL, interval=RESYNC_SECONDS, initial_delay=RESYNC_SECONDS)
-async def resync(namespace: str, name: str, **_) -> None:
-    await RECONCILER.run(namespace, name)
+@kopf.on.delete(GROUP, VERSION, PLURAL, optional=True)  # optional: no finalizer, deletion is never blocked
+async def forget_app(namespace: str, name: str, **_) -> None:
+    RECONCILER.forget(namespace, name)
+    metrics.forget(namespace, name)
 
 
 @kopf.on.event("", "v1", "pods", labels={names.LABEL_COMPONENT: "driver", names.LABEL_APP: kopf.PRESENT})
