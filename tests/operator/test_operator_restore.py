@@ -48,3 +48,22 @@ def test_failure_is_restored_from_the_pod_event_and_gives_up_after_max_restarts(
         assert pod is not None and pod["status"]["phase"] == "Failed", "the failed driver is kept for inspection"
     finally:
         operator.stop()
+
+
+def test_an_app_deletes_while_the_operator_is_down(own_namespace, kafka, control_plane, tmp_path):
+    cluster = own_namespace
+    topic = unique("lines")
+    create_topic(kafka.bootstrap, topic, partitions=1)
+    cluster.pv_for("app")
+    operator = OperatorProcess(tmp_path, cluster.namespace, control_plane.kubeconfig).start()
+    try:
+        cluster.apply(simple_app("app", cluster.namespace, kafka.bootstrap, topic, state={"retainOnDelete": False}))
+        wait_for("a running driver", lambda: cluster.running_driver("app"), timeout=90)
+    finally:
+        operator.stop()
+    assert not cluster.app("app")["metadata"].get("finalizers"), "nothing may wait for the operator"
+
+    cluster.kubectl("delete", "sapp/app", "--wait=true", "--timeout=30s")
+
+    wait_for("children garbage-collected", lambda: cluster.driver("app") is None
+             and cluster.get("PersistentVolumeClaim", "app-checkpoint") is None, timeout=60)
