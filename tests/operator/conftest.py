@@ -3,7 +3,6 @@ namespaces named sa-*, and a fresh namespace per test."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 
 import pytest
@@ -38,8 +37,9 @@ def _namespace(control_plane, prefix: str) -> str:
 def cluster(control_plane, operator_process, request) -> Iterator[Cluster]:
     namespace = _namespace(control_plane, "sa")
     yield Cluster(control_plane, namespace)
-    if request.node.rep_call.failed if hasattr(request.node, "rep_call") else False:
-        print(operator_process.log_tail())
+    report = getattr(request.node, "rep_call", None)
+    if report is not None and report.failed:
+        print(f"operator log ({operator_process.workdir / 'operator.log'}):\n{operator_process.log_tail()}")
     control_plane.kubectl("delete", "namespace", namespace, "--wait=false")
     control_plane.kubectl("delete", "pv", "-l", f"streamapp-test={namespace}", "--wait=false")
 
@@ -59,7 +59,3 @@ def pytest_runtest_makereport(item, call):
     if report.when == "call":
         item.rep_call = report
     return report
-
-
-def dump(obj) -> str:
-    return json.dumps(obj, indent=1)[:3000]

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from streamapp_api import StreamApp
 
 from .. import names
-from ..render import Launch, config_hash, render_children, render_config_map, render_driver_pod
+from ..render import Launch, config_hash, render_children, render_driver_pod
 from .changes import Change, classify_change
 from .children import plan_children
 from .restarts import RestartHistory, restart_decision
