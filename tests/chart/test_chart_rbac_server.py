@@ -65,7 +65,7 @@ def test_the_operator_account_may_do_what_the_operator_does_in_watched_namespace
 
 def test_the_operator_account_holds_nothing_more(control_plane, installed_rbac):
     user, watched, _ = installed_rbac
-    denied = [(watched, "", "secrets", "get"), (watched, "", "secrets", "list"),
+    denied = [(watched, "", "secrets", "list"), (watched, "", "secrets", "watch"),
               (watched, "rbac.authorization.k8s.io", "roles", "escalate"),
               (watched, "rbac.authorization.k8s.io", "roles", "bind"),
               (watched, "rbac.authorization.k8s.io", "rolebindings", "delete"),

@@ -53,7 +53,8 @@ def test_rbac_is_exactly_what_the_operator_needs():
         extra = have - need - JUSTIFIED - (KOPF_SCANNING if sets else set())
         assert not extra, f"{sets}: granted but never used: {sorted(extra)}"
         assert all(verb != "*" and res != "*" for _, res, verb in have)
-        assert not {r for _, r, _ in have} & {"secrets", "nodes", "namespaces"}
+        assert not {r for _, r, _ in have} & {"nodes", "namespaces"}
+        assert {v for _, r, v in have if r == "secrets"} == {"get"}, "secrets: get by name only"
 
 
 def test_watch_namespaces_get_a_role_each_and_a_flag_each():

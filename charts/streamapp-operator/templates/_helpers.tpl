@@ -56,6 +56,7 @@ What the operator does through the API server. Kept next to the operator's code 
   create-if-absent, merge-patch to converge.
 - pods: kopf watches driver pods; the reconcile creates and deletes the driver.
 - events: the reconcile and kopf post events on the StreamApp.
+- secrets: get the one named by spec.kafka.secretRef (Kafka credentials for partition counts).
 - The driver's Role (operator render/rbac.py DRIVER_RULES) can only be created by someone who
   holds every verb in it (RBAC escalation prevention), so those verbs are granted here too.
 */}}
@@ -84,6 +85,11 @@ What the operator does through the API server. Kept next to the operator's code 
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]
+# Kafka client credentials named by spec.kafka.secretRef, to read partition counts: get only,
+# never list or watch, so the operator sees no secret it was not pointed at.
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get"]
 {{- end -}}
 
 {{/* A Prometheus duration (30s, 10m, 1h) in seconds, for comparisons in PromQL. */}}
