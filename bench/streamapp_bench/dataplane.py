@@ -48,7 +48,7 @@ def throughput(bed, run: engines.Run, engine: str, counted: int, total: int, tim
 def raw_throughput(run: engines.Run, total: int, min_seconds: float, timeout: float) -> dict:
     """The raw consumer, with as many passes over the topic as it takes to last `min_seconds`."""
     passes, out = 1, {}
-    for _attempt in range(2):
+    for _attempt in range(3):  # the first pass runs cold: the estimate of how many passes improves
         proc = engines.raw_consumer(replace(run, workdir=run.workdir / f"raw-{passes}"), total * passes)
         began = time.monotonic()
         while proc.running and time.monotonic() - began < timeout:
@@ -63,7 +63,7 @@ def raw_throughput(run: engines.Run, total: int, min_seconds: float, timeout: fl
                "read_seconds": seconds, "finished": bool(points) and points[-1][1] >= total * passes}
         if seconds >= min_seconds or not rate["per_second"]:
             break
-        passes = max(2, math.ceil(min_seconds / max(seconds, 0.5) * 1.1))
+        passes = max(passes + 1, math.ceil(passes * min_seconds / max(seconds, 0.5) * 1.2))
     log.info("throughput raw: %s", out)
     return out
 
