@@ -25,6 +25,7 @@ COMMANDS: dict[str, Command] = {
     "crd": Command("streamapp_api.crd_cli", "print the StreamApp CustomResourceDefinition"),
     # Lazily imported from apps/: only these subcommands need pyspark.
     "run": Command("streamapp_runtime.cli", "run a StreamApp on Spark (local, or in the driver pod)"),
+    "state": Command("streamapp_runtime.state_cli", "show a stream's aggregate state from the checkpoint (local Spark, no Kafka)"),
     # Lazily imported from operator/: needs no cluster, prints what the operator would apply.
     "render": Command("streamapp_operator.render_cli", "print the Kubernetes objects the operator applies for a StreamApp"),
 }
