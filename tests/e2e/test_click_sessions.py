@@ -4,6 +4,7 @@ generated clicks produced to Kafka; the driver and executor pods really run Spar
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections import defaultdict
 from datetime import timedelta
@@ -21,6 +22,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
 NS = "streamapp-e2e"
 CLASS = "streamapp-e2e"
 VERSION = "0.1.0"
+RUN = os.urandom(3).hex()  # topics, volume: fresh names on a cluster (and Kafka) that may be reused
+TOPIC, OUT = f"clickstream-{RUN}", f"session-summaries-{RUN}"
 
 
 def wait_for(what: str, check, timeout: float = 300, every: float = 2.0):
@@ -56,13 +59,17 @@ def operator(e2e_cluster):
     c.kubectl("delete", "streamapps", "--all", "-n", NS, "--wait=true", "--timeout=120s", check=False)
     c.helm("uninstall", "streamapp", "-n", NS)
     c.kubectl("delete", "namespace", NS, "--wait=true", "--timeout=120s", check=False)
+    c.kubectl("delete", "pv", f"streamapp-e2e-{RUN}", "--wait=false", check=False)
 
 
 def app_manifest(c) -> dict:
     app = yaml.safe_load((REPO / "examples" / "click-sessions.yaml").read_text())
+    app["metadata"]["namespace"] = NS
     spec = app["spec"]
     spec["kafka"]["bootstrapServers"] = c.kafka_bootstrap
-    spec["sinks"] = [s for s in spec["sinks"] if "kafka" in s]  # Postgres: see test_postgres_sink
+    spec["sources"][0]["topic"] = TOPIC
+    spec["sinks"] = [s for s in spec["sinks"] if "kafka" in s]  # Postgres: the operator does not pass its URI yet
+    spec["sinks"][0]["kafka"]["topic"] = OUT
     spec["state"]["checkpoint"] = {"size": "1Gi", "accessModes": ["ReadWriteMany"], "storageClassName": CLASS}
     spec["driver"] = {"cores": 1, "memory": "1g"}
     spec["executor"] = {"cores": 1, "memory": "1g"}
@@ -88,7 +95,7 @@ def expected(events: list[clickstream.Click]) -> dict:
 
 def summaries(c) -> dict:
     out = {}
-    for _, value in kafka_admin.consume_all(c.kafka_bootstrap, "session-summaries", timeout=20):
+    for _, value in kafka_admin.consume_all(c.kafka_bootstrap, OUT, timeout=20):
         v = json.loads(value)
         out[(v["session_id"], v["window_start"])] = (v["clicks"], v["page_views"], v["time_spent"])
     return out
@@ -108,13 +115,13 @@ def test_click_sessions_runs_on_driver_and_executor_pods(operator):
     c = operator
     c.apply({
         "apiVersion": "v1", "kind": "PersistentVolume",
-        "metadata": {"name": "streamapp-e2e-checkpoint"},
+        "metadata": {"name": f"streamapp-e2e-{RUN}"},
         "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"], "storageClassName": CLASS,
                  "persistentVolumeReclaimPolicy": "Retain",
-                 "hostPath": {"path": c.volume_dir("checkpoint"), "type": "Directory"}},
+                 "hostPath": {"path": c.volume_dir(RUN), "type": "Directory"}},
     })  # fmt: skip
-    kafka_admin.create_topic(c.kafka_bootstrap, "clickstream", partitions=2)
-    kafka_admin.produce(c.kafka_bootstrap, "clickstream", ((e.session_id, e.to_json()) for e in EVENTS))
+    kafka_admin.create_topic(c.kafka_bootstrap, TOPIC, partitions=2)
+    kafka_admin.produce(c.kafka_bootstrap, TOPIC, ((e.session_id, e.to_json()) for e in EVENTS))
     c.apply(app_manifest(c))
 
     driver = wait_for("running driver pod", lambda: running(c, "driver"), timeout=600)
@@ -131,6 +138,6 @@ def test_driver_pod_force_deleted_new_driver_resumes_from_the_checkpoint(operato
     c.kubectl("delete", "pod", "-n", NS, "-l", "streamapp.io/component=driver", "--grace-period=0", "--force")
     wait_for("a new running driver", lambda: [p for p in running(c, "driver") if p["metadata"]["uid"] != old],
              timeout=600)
-    kafka_admin.produce(c.kafka_bootstrap, "clickstream", ((e.session_id, e.to_json()) for e in MORE))
+    kafka_admin.produce(c.kafka_bootstrap, TOPIC, ((e.session_id, e.to_json()) for e in MORE))
     wait_for("every closed window of both runs", lambda: covers(c, expected(EVENTS + MORE)) is True,
              timeout=900, every=10)
