@@ -88,7 +88,8 @@ e2e-kind: deps
 BENCH_ARGS ?=
 .PHONY: bench
 bench: deps
-	@status=0; STREAMAPP_BENCH_COMMAND="make bench $(BENCH_ARGS)" PYTHONPATH=$(PYTHONPATH):$(CURDIR)/bench \
+	@status=0; STREAMAPP_BENCH_COMMAND='make bench$(if $(BENCH_ARGS), BENCH_ARGS="$(BENCH_ARGS)")' \
+	  PYTHONPATH=$(PYTHONPATH):$(CURDIR)/bench \
 	  $(PYTHON) -m streamapp_bench $(BENCH_ARGS) || status=$$?; \
 	  $(PYTHON) -m streamapp_testbed leftovers || { echo "the bench left processes running" >&2; status=1; }; \
 	  exit $$status
