@@ -8,12 +8,12 @@ from pydantic import Field
 
 from .base import ApiModel
 
-PHASES = ("Pending", "Running", "Restarting", "Suspended", "Failed", "Invalid")
-Phase = Literal["Pending", "Running", "Restarting", "Suspended", "Failed", "Invalid"]
+PHASES = ("Pending", "Starting", "Running", "Restarting", "Suspended", "Failed", "Invalid")
+Phase = Literal["Pending", "Starting", "Running", "Restarting", "Suspended", "Failed", "Invalid"]
 
 
 class Condition(ApiModel):
-    """A standard Kubernetes condition (Ready, SpecValid, CheckpointReady, ...)."""
+    """A standard Kubernetes condition: Ready, Progressing, Degraded or SpecValid."""
 
     type: str = Field(max_length=316, description="Condition type, e.g. Ready.")
     status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
@@ -50,26 +50,38 @@ class StateStatus(ApiModel):
     )
 
 
+class LastRestart(ApiModel):
+    """The operator's last decision to start a new driver in place of the old one."""
+
+    time: str = Field(description="When the restart was decided (RFC 3339).", json_schema_extra={"format": "date-time"})
+    reason: str = Field(
+        max_length=63, description="DriverFailed, DriverDeleted or NodeLost (counted in restarts); Rescale or "
+        "SpecChange (a planned, graceful restart, not counted).",
+    )
+    exit_code: int | None = Field(default=None, description="Exit code of the old driver container, when known.")
+
+
 class StreamAppStatus(ApiModel):
     """Observed state of the StreamApp."""
 
     observed_generation: int | None = Field(default=None, ge=0, description="Spec generation this status describes.")
     phase: Phase | None = Field(
         default=None,
-        description="Pending: being set up. Running: all queries progressing. Restarting: waiting to "
-        "restart after a failure. Suspended: spec.suspend is true. Failed: maxRestarts reached. "
+        description="Pending: no driver yet (being set up, waiting for Kafka). Starting: the driver pod "
+        "exists but is not Ready yet. Running: the driver is Ready. Restarting: the old driver is stopping "
+        "or a restart waits out its backoff. Suspended: spec.suspend is true. Failed: maxRestarts reached. "
         "Invalid: the spec was refused (see the SpecValid condition).",
     )
     message: str | None = Field(default=None, max_length=32768, description="Why the app is in this phase.")
     executors: int | None = Field(default=None, ge=0, description="Executors running (scale subresource status).")
+    desired_executors: int | None = Field(
+        default=None, ge=0, description="Executors the app should run: spec.executors, else from the source partitions.",
+    )
     selector: str | None = Field(default=None, max_length=1024, description="Label selector of executor pods (scale subresource).")
     partitions: int | None = Field(default=None, ge=0, description="Input partitions, summed over source topics.")
     lag: int | None = Field(default=None, ge=0, description="Records not yet processed, summed over sinks and partitions.")
     restarts: int | None = Field(default=None, ge=0, description="Driver restarts since the last successful run.")
-    last_restart_time: str | None = Field(
-        default=None, description="When the driver was last restarted (RFC 3339).",
-        json_schema_extra={"format": "date-time"},
-    )
+    last_restart: LastRestart | None = Field(default=None, description=LastRestart.__doc__)
     driver_pod: str | None = Field(default=None, max_length=253, description="Name of the current driver pod.")
     state: StateStatus | None = Field(default=None, description=StateStatus.__doc__)
     sinks: list[SinkStatus] | None = Field(
@@ -77,6 +89,6 @@ class StreamAppStatus(ApiModel):
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
     )
     conditions: list[Condition] | None = Field(
-        default=None, max_length=32, description="Standard conditions: Ready, SpecValid, CheckpointReady.",
+        default=None, max_length=32, description="Standard conditions: Ready, Progressing, Degraded, SpecValid.",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     )

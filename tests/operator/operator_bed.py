@@ -113,6 +113,25 @@ class Cluster:
     def condition(self, name: str, kind: str) -> dict:
         return next((c for c in self.status(name).get("conditions", []) if c["type"] == kind), {})
 
+    def phases(self, name: str, since: str, until: str, timeout: int = 60) -> list[str]:
+        """Every status.phase the app was written with after resourceVersion ``since`` (repeats folded),
+        watched up to the first ``until`` after a change."""
+        from kubernetes import client, watch
+
+        from streamapp_api import GROUP, PLURAL, VERSION
+
+        seen: list[str] = []
+        stream = watch.Watch().stream(
+            client.CustomObjectsApi(self.kube.client).list_namespaced_custom_object, GROUP, VERSION, self.namespace,
+            PLURAL, field_selector=f"metadata.name={name}", resource_version=since, timeout_seconds=timeout)
+        for event in stream:
+            phase = ((event["object"].get("status") or {}).get("phase")) or ""
+            if not seen or seen[-1] != phase:
+                seen.append(phase)
+            if phase == until and len(seen) > 1:
+                break
+        return seen
+
     def driver(self, name: str) -> dict | None:
         return self.get("Pod", f"{name}-driver")
 

@@ -58,13 +58,18 @@ def _started(cluster, kafka, partitions=2, **spec):
 
 def test_failed_then_deleted_driver_is_replaced_on_the_same_claim_and_counted(cluster, kafka, control_plane):
     _, first = _started(cluster, kafka)
+    wait_for("phase Running", lambda: cluster.status("app").get("phase") == "Running")
+    since = cluster.app("app")["metadata"]["resourceVersion"]
     control_plane.kubectl("-n", cluster.namespace, "annotate", "pod", "app-driver", f"{EXIT_CODE_ANNOTATION}=137")
     control_plane.kubectl("-n", cluster.namespace, "label", "pod", "app-driver", f"{FAIL_LABEL}=true")
 
     second = wait_for("a new driver after the failure",
                       lambda: cluster.running_driver("app", not_uid=first["metadata"]["uid"]), timeout=60)
     status = wait_for("restart counted", lambda: cluster.status("app").get("restarts") == 1 and cluster.status("app"))
-    assert status["lastRestartTime"]
+    assert status["lastRestart"]["exitCode"] == 137 and status["lastRestart"]["reason"] == "DriverFailed"
+    assert status["lastRestart"]["time"]
+    phases = cluster.phases("app", since, until="Running")
+    assert phases[-3:] == ["Restarting", "Starting", "Running"], phases
     claim = lambda pod: next(v["persistentVolumeClaim"]["claimName"] for v in pod["spec"]["volumes"] if v["name"] == "checkpoint")  # noqa: E731
     assert claim(second) == claim(first) == "app-checkpoint"
     assert any(e["reason"] == "DriverFailed" and "137" in e["message"] for e in cluster.events("app"))
@@ -72,7 +77,8 @@ def test_failed_then_deleted_driver_is_replaced_on_the_same_claim_and_counted(cl
     cluster.kubectl("delete", "pod", "app-driver", "--wait=false")
     wait_for("a third driver after the deletion",
              lambda: cluster.running_driver("app", not_uid=second["metadata"]["uid"]), timeout=60)
-    wait_for("second restart counted", lambda: cluster.status("app").get("restarts") == 2)
+    status = wait_for("second restart counted", lambda: (s := cluster.status("app")).get("restarts") == 2 and s)
+    assert status["lastRestart"]["reason"] == "DriverDeleted" and "exitCode" not in status["lastRestart"]
     assert len(cluster.driver_pods("app")) == 1
 
 
@@ -88,7 +94,9 @@ def test_executors_follow_the_partition_count(cluster, kafka):
         timeout=90)
     assert second["metadata"]["uid"] != first["metadata"]["uid"]
     assert cluster.config_properties("app")["spark.executor.instances"] == "5"
-    wait_for("status shows it", lambda: (s := cluster.status("app")).get("partitions") == 5 and s.get("executors") == 5)
+    wait_for("status shows it", lambda: (s := cluster.status("app")).get("partitions") == 5 and s.get("executors") == 5
+             and s.get("desiredExecutors") == 5)
+    assert cluster.status("app")["lastRestart"]["reason"] == "Rescale"
     assert cluster.status("app").get("restarts", 0) == 0, "a rescale is not a failure"
 
 

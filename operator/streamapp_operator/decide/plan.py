@@ -15,7 +15,7 @@ from .. import names
 from ..render import Launch, config_hash, render_children, render_driver_pod
 from .changes import Change, classify_change
 from .children import plan_children
-from .restarts import RestartHistory, restart_decision
+from .restarts import FAILURE_CAUSES, RestartHistory, restart_decision
 from .scaling import debounce, desired_executors
 from .status import Cond, fold_status, parse_time, rfc3339
 from .world import Event, Memory, Observed, Plan, Settings
@@ -38,7 +38,8 @@ def _invalid(obs: Observed, memory: Memory, now: datetime) -> Plan:
              Cond("Progressing", False, "Invalid"), Cond("Degraded", False, "AsExpected")]
     status = fold_status(obs.status, phase="Invalid", message=f"{where}: {first.message if first else message}",
                          conditions=conds, now=now, generation=obs.generation,
-                         restarts=obs.status.get("restarts"), driverPod=obs.status.get("driverPod"))
+                         restarts=obs.status.get("restarts"), lastRestart=obs.status.get("lastRestart"),
+                         desiredExecutors=obs.status.get("desiredExecutors"), driverPod=obs.status.get("driverPod"))
     return Plan(status=status, events=(Event("Warning", "InvalidSpec", message),), memory=memory)
 
 
@@ -116,9 +117,11 @@ class _Planner:
     def _history(self) -> RestartHistory:
         status = self.obs.status
         gave_up = status.get("phase") == "Failed" and status.get("observedGeneration") == self.obs.generation
+        last = status.get("lastRestart") or {}
         return RestartHistory(
             restarts=0 if status.get("phase") == "Failed" and not gave_up else int(status.get("restarts") or 0),
-            last_restart=parse_time(status.get("lastRestartTime")),
+            # the backoff runs from the last failure; a planned restart waits for none
+            last_restart=parse_time(last.get("time")) if last.get("reason") in FAILURE_CAUSES else None,
             driver_expected=bool(status.get("driverPod")),
             gave_up=gave_up,
         )
@@ -127,7 +130,7 @@ class _Planner:
         obs, spec, now = self.obs, app.spec, self.now
         history = self._history()
         decision = restart_decision(obs.driver.pod, history, spec.restart_policy, now)
-        restarts, last_restart, driver_pod = history.restarts, obs.status.get("lastRestartTime"), obs.status.get("driverPod")
+        restarts, last_restart, driver_pod = history.restarts, obs.status.get("lastRestart"), obs.status.get("driverPod")
         action, status_first, requeue, pod, restarted = None, False, None, None, False
         phase, ready = "Pending", Cond("Ready", False, "NoDriver", "no driver pod")
         want_hash = config_hash(config) if config else None
@@ -137,20 +140,22 @@ class _Planner:
             if decision.action == "reset_count":
                 restarts = 0
             running = obs.driver.pod.state == "running"
-            replace_why = self._replacement(change, launch)
+            cause, replace_why = self._replacement(change, launch) or (None, None)
             if spec.suspend:
                 action, status_first, driver_pod, phase = "delete", True, None, "Suspended"
                 ready = Cond("Ready", False, "Suspended", "spec.suspend is true")
                 self.events.append(Event("Normal", "Suspending", "stopping the driver gracefully; checkpoint kept"))
             elif replace_why:
                 action, status_first, driver_pod, phase = "delete", True, None, "Restarting"
+                last_restart = {"time": rfc3339(now), "reason": cause}
                 ready = Cond("Ready", False, "Restarting", replace_why)
                 self.progress = Cond("Progressing", True, "Restarting", replace_why)
                 self.events.append(Event("Normal", "Restarting", f"stopping the driver gracefully: {replace_why}"))
             else:
                 driver_pod = names.driver_pod(obs.name)
-                phase = "Running" if running else "Pending"
                 healthy = running and obs.driver.pod.ready
+                # Running once Ready; a Ready driver whose queries turn unhealthy stays Running (Ready False)
+                phase = "Running" if healthy or (running and obs.status.get("phase") == "Running") else "Starting"
                 ready = Cond("Ready", healthy,
                              "DriverReady" if healthy else ("DriverNotReady" if running else "DriverPending"),
                              "" if healthy else ("queries not healthy yet (/healthz)" if running else
@@ -169,7 +174,10 @@ class _Planner:
             if spec.suspend and obs.driver.pod.state != "terminating":
                 phase, ready, requeue = "Suspended", Cond("Ready", False, "Suspended", "spec.suspend is true"), None
         elif decision.action == "record_failure":
-            restarts, last_restart, driver_pod, restarted = restarts + 1, rfc3339(now), None, True
+            restarts, driver_pod, restarted = restarts + 1, None, True
+            last_restart = {"time": rfc3339(now), "reason": decision.cause}
+            if decision.exit_code is not None:
+                last_restart["exitCode"] = decision.exit_code
             action = "delete_now" if obs.driver.pod.state != "absent" else None
             status_first, phase, requeue = True, "Restarting", decision.delay
             why = f"{decision.reason}; restart {restarts} in {int(decision.delay.total_seconds())}s"
@@ -194,7 +202,7 @@ class _Planner:
                 ready = Cond("Ready", False, "WaitingForKafka", "partition counts needed to size the first driver")
             else:
                 pod = render_driver_pod(app, obs.uid, launch, want_hash)
-                action, driver_pod, phase = "create", names.driver_pod(obs.name), "Pending"
+                action, driver_pod, phase = "create", names.driver_pod(obs.name), "Starting"
                 ready = Cond("Ready", False, "DriverCreated", "driver pod created")
                 self.progress = Cond("Progressing", True, "DriverCreated",
                                      f"driver started with {launch.executors} executors")
@@ -217,13 +225,13 @@ class _Planner:
                     status_first=status_first, events=tuple(self.events), requeue=requeue, memory=self.memory,
                     restarted=restarted, desired_executors=desired)
 
-    def _replacement(self, change: Change, launch: Launch | None) -> str | None:
-        """Why the running driver must be replaced by one with the new settings, or None."""
+    def _replacement(self, change: Change, launch: Launch | None) -> tuple[str, str] | None:
+        """(lastRestart reason, why) the running driver must be replaced by one with the new settings, or None."""
         if change.kind in ("restart", "reset") and self.obs.applied is not None and self.obs.applied.spec is not None:
             verb = "reset state" if change.kind == "reset" else "restart"
-            return f"{change.field} changed ({verb})"
+            return "SpecChange", f"{change.field} changed ({verb})"
         if launch is not None and self.obs.driver.executors is not None and launch.executors != self.obs.driver.executors:
-            return f"rescale from {self.obs.driver.executors} to {launch.executors} executors"
+            return "Rescale", f"rescale from {self.obs.driver.executors} to {launch.executors} executors"
         return None
 
     def _status(self, app, change, phase, ready, launch, desired, restarts, last_restart, driver_pod) -> dict:
@@ -254,10 +262,11 @@ class _Planner:
             obs.status, phase=phase, message=message[:1000], now=self.now, generation=obs.generation,
             conditions=[ready, progress, degraded, spec_valid],
             executors=(obs.driver.executors or 0) if running else 0,
+            desiredExecutors=desired if desired is not None else obs.status.get("desiredExecutors"),
             selector=names.executor_selector(obs.name),
             partitions=obs.kafka.partitions if obs.kafka.partitions is not None else obs.status.get("partitions"),
             lag=obs.progress.lag if running else None,
-            restarts=restarts, lastRestartTime=last_restart, driverPod=driver_pod,
+            restarts=restarts, lastRestart=last_restart, driverPod=driver_pod,
             state=state, sinks=sinks if running else None,
         )
 

@@ -16,6 +16,10 @@ from streamapp_api.spec import RestartPolicy
 PodState = Literal["absent", "pending", "running", "terminating", "failed", "succeeded"]
 # How long a driver must run before its consecutive restart count is forgotten.
 STABLE_AFTER = timedelta(minutes=10)
+# status.lastRestart.reason of a restart that is counted (a failure) ...
+FAILURE_CAUSES = ("DriverFailed", "DriverDeleted", "NodeLost")
+# ... and of a planned, graceful one (not counted, no backoff).
+PLANNED_CAUSES = ("Rescale", "SpecChange")
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,14 @@ class RestartDecision:
     reason: str = ""
     delay: timedelta | None = None
     exit_code: int | None = None
+    cause: str | None = None  # one of FAILURE_CAUSES for record_failure and give_up
+
+
+def failure_cause(pod: PodObservation) -> str:
+    """Why a driver that should be running is not: the reason recorded in status.lastRestart."""
+    if pod.state == "absent":
+        return "DriverDeleted"
+    return "NodeLost" if pod.reason == "NodeLost" else "DriverFailed"
 
 
 def backoff(restarts: int, policy: RestartPolicy) -> timedelta:
@@ -67,10 +79,11 @@ def restart_decision(pod: PodObservation, history: RestartHistory, policy: Resta
         if pod.exit_code is not None:
             why += f" with exit code {pod.exit_code}"
         if history.gave_up:  # the dead pod stays for inspection
-            return RestartDecision("give_up", _gave_up(why, history), exit_code=pod.exit_code)
+            return RestartDecision("give_up", _gave_up(why, history), exit_code=pod.exit_code,
+                                   cause=failure_cause(pod))
         if not history.driver_expected:  # already counted: just clear the dead pod away
             return RestartDecision("clear", why, exit_code=pod.exit_code)
-        return _count(history, policy, why, pod.exit_code)
+        return _count(history, policy, why, pod)
     if pod.state in ("pending", "running"):
         if (pod.state == "running" and history.restarts and pod.running_since is not None
                 and now - pod.running_since >= STABLE_AFTER):
@@ -78,9 +91,9 @@ def restart_decision(pod: PodObservation, history: RestartHistory, policy: Resta
         return RestartDecision("keep")
     # absent
     if history.gave_up:
-        return RestartDecision("give_up", _gave_up("driver gone", history))
+        return RestartDecision("give_up", _gave_up("driver gone", history), cause="DriverDeleted")
     if history.driver_expected:
-        return _count(history, policy, "driver pod disappeared", None)
+        return _count(history, policy, "driver pod disappeared", pod)
     if history.restarts and history.last_restart is not None:
         ready_at = history.last_restart + backoff(history.restarts, policy)
         if now < ready_at:
@@ -88,10 +101,11 @@ def restart_decision(pod: PodObservation, history: RestartHistory, policy: Resta
     return RestartDecision("create", "no driver")
 
 
-def _count(history: RestartHistory, policy: RestartPolicy, why: str, exit_code: int | None) -> RestartDecision:
+def _count(history: RestartHistory, policy: RestartPolicy, why: str, pod: PodObservation) -> RestartDecision:
+    cause = failure_cause(pod)
     if policy.max_restarts and history.restarts >= policy.max_restarts:
-        return RestartDecision("give_up", _gave_up(why, history), exit_code=exit_code)
-    return RestartDecision("record_failure", why, backoff(history.restarts + 1, policy), exit_code)
+        return RestartDecision("give_up", _gave_up(why, history), exit_code=pod.exit_code, cause=cause)
+    return RestartDecision("record_failure", why, backoff(history.restarts + 1, policy), pod.exit_code, cause)
 
 
 def _gave_up(why: str, history: RestartHistory) -> str:

@@ -64,13 +64,21 @@ def fold_status(old: dict[str, Any], *, phase: str, message: str, conditions: li
     return status
 
 
-KNOWN = ("observedGeneration", "phase", "message", "conditions", "executors", "selector", "partitions", "lag",
-         "restarts", "lastRestartTime", "driverPod", "state", "sinks")
+KNOWN = ("observedGeneration", "phase", "message", "conditions", "executors", "desiredExecutors", "selector",
+         "partitions", "lag", "restarts", "lastRestart", "lastRestartTime", "driverPod", "state", "sinks")
 
 
 def status_patch(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
-    """A merge patch turning ``old`` into ``new`` (keys the operator owns and no longer sets become null)."""
-    patch: dict[str, Any] = {k: v for k, v in new.items() if old.get(k) != v}
+    """A merge patch turning ``old`` into ``new`` (keys the operator owns and no longer sets become null,
+    also inside objects such as lastRestart: a merge patch would otherwise keep their old keys)."""
+    patch: dict[str, Any] = {}
+    for key, value in new.items():
+        before = old.get(key)
+        if before == value:
+            continue
+        if isinstance(before, dict) and isinstance(value, dict):
+            value = {**value, **{k: None for k in before if k not in value}}
+        patch[key] = value
     for key in KNOWN:
         if key in old and key not in new:
             patch[key] = None

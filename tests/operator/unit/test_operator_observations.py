@@ -110,6 +110,12 @@ def test_condition_keeps_its_transition_time_while_unchanged():
     ({"phase": "Pending"}, {"phase": "Running"}, {"phase": "Running"}),
     ({"phase": "Running", "driverPod": "a-driver"}, {"phase": "Restarting"}, {"phase": "Restarting", "driverPod": None}),
     ({"phase": "Running", "kopf": {"x": 1}}, {"phase": "Running"}, {}),  # not ours: left alone
+    # a merge patch merges objects: keys gone from one are nulled, or the old exit code would stay
+    ({"lastRestart": {"time": "t1", "reason": "DriverFailed", "exitCode": 137}},
+     {"lastRestart": {"time": "t2", "reason": "DriverDeleted"}},
+     {"lastRestart": {"time": "t2", "reason": "DriverDeleted", "exitCode": None}}),
+    ({"lastRestart": {"time": "t1", "reason": "Rescale"}}, {"lastRestart": {"time": "t1", "reason": "Rescale"}}, {}),
+    ({"lastRestartTime": "t0"}, {}, {"lastRestartTime": None}),  # the field lastRestart replaced
 ])
 def test_status_patch_writes_only_differences(old, new, patch):
     assert status_patch(old, new) == patch

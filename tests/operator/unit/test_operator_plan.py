@@ -52,7 +52,8 @@ def test_first_start_creates_every_child_then_the_driver():
                                               "ConfigMap", "Service"]
     assert p.driver == "create" and p.driver_pod["metadata"]["name"] == "orders-driver"
     assert p.driver_pod["metadata"]["annotations"][names.ANN_EXECUTORS] == "2"  # ceil(3 / 2 cores)
-    assert p.status["phase"] == "Pending" and p.status["driverPod"] == "orders-driver"
+    assert p.status["phase"] == "Starting" and p.status["driverPod"] == "orders-driver"
+    assert p.status["desiredExecutors"] == 2 and "lastRestart" not in p.status
     assert not p.status_first
     assert [e.reason for e in p.events] == ["DriverCreated"]
 
@@ -77,22 +78,53 @@ def test_a_converged_app_needs_nothing_and_its_status_is_stable():
 
 
 def test_failed_driver_is_counted_recorded_first_and_cleared():
-    p = plan(world(pod="failed"), SETTINGS, Memory(), T0)
+    obs = replace(world(pod="failed"), driver=Driver(PodObservation("failed", exit_code=137, reason="Error"), 2))
+    p = plan(obs, SETTINGS, Memory(), T0)
     assert p.status_first and p.driver == "delete_now" and p.restarted
     assert p.status["restarts"] == 1 and p.status["phase"] == "Restarting" and "driverPod" not in p.status
+    assert p.status["lastRestart"] == {"time": "2026-01-01T00:00:00Z", "reason": "DriverFailed", "exitCode": 137}
     assert p.requeue == timedelta(seconds=10)
     assert cond(p.status, "Degraded") == ("True", "DriverFailed")
 
 
+@pytest.mark.parametrize("pod, last_restart", [
+    ("absent", {"time": "2026-01-01T00:00:00Z", "reason": "DriverDeleted"}),  # no exit code known
+    (PodObservation("failed", reason="NodeLost"), {"time": "2026-01-01T00:00:00Z", "reason": "NodeLost"}),
+])
+def test_lost_driver_is_recorded_with_its_cause(pod, last_restart):
+    obs = world(pod="absent", status={"driverPod": "orders-driver", "phase": "Running"})
+    if not isinstance(pod, str):
+        obs = replace(obs, driver=Driver(pod, 2))
+    p = plan(obs, SETTINGS, Memory(), T0)
+    assert p.restarted and p.status["restarts"] == 1 and p.status["lastRestart"] == last_restart
+
+
+@pytest.mark.parametrize("spec, applied, reason", [
+    ({"executors": 4}, {}, "Rescale"),
+    ({"image": "runtime:2"}, {}, "SpecChange"),
+    ({"shufflePartitions": 12, "state": {"resetNonce": "2"}}, {}, "SpecChange"),
+])
+def test_planned_restart_is_recorded_but_not_counted(spec, applied, reason):
+    p = plan(world(spec, applied_overrides=applied), SETTINGS, Memory(), T0)
+    assert p.driver == "delete" and not p.restarted and p.status.get("restarts", 0) == 0
+    assert p.status["lastRestart"] == {"time": "2026-01-01T00:00:00Z", "reason": reason}
+    # no backoff after a planned restart, even with failures counted before it
+    gone = plan(world(spec, applied_overrides=applied, pod="absent", status={**p.status, "restarts": 2}),
+                SETTINGS, Memory(), T0 + timedelta(seconds=1))
+    assert gone.driver == "create" and gone.status["lastRestart"] == p.status["lastRestart"]
+
+
 def test_after_the_backoff_a_new_driver_is_created_on_the_same_claim():
-    status = {"restarts": 1, "lastRestartTime": "2026-01-01T00:00:00Z", "phase": "Restarting"}
+    status = {"restarts": 1, "lastRestart": {"time": "2026-01-01T00:00:00Z", "reason": "DriverFailed", "exitCode": 1},
+              "phase": "Restarting"}
     waiting = plan(world(pod="absent", status=status), SETTINGS, Memory(), T0 + timedelta(seconds=4))
     assert waiting.driver is None and waiting.requeue == timedelta(seconds=6)
     ready = plan(world(pod="absent", status=status), SETTINGS, Memory(), T0 + timedelta(seconds=10))
     assert ready.driver == "create"
     volumes = {v["name"]: v for v in ready.driver_pod["spec"]["volumes"]}
     assert volumes["checkpoint"]["persistentVolumeClaim"]["claimName"] == "orders-checkpoint"
-    assert ready.status["restarts"] == 1
+    assert ready.status["restarts"] == 1 and ready.status["phase"] == "Starting"
+    assert ready.status["lastRestart"] == status["lastRestart"]  # kept until the next restart
 
 
 def test_terminating_driver_is_waited_for_never_replaced():
@@ -127,6 +159,8 @@ def test_partition_growth_is_debounced_then_restarts_with_more_executors():
     assert waiting.driver is None and waiting.events == ()  # one event per decision, not per look
     later = plan(world(partitions=8), SETTINGS, p.memory, T0 + timedelta(seconds=60))
     assert later.driver == "delete" and later.status_first and later.status["phase"] == "Restarting"
+    assert p.status["desiredExecutors"] == 4 and p.status["executors"] == 2  # desired, while the old count runs
+    assert later.status["lastRestart"]["reason"] == "Rescale"
 
 
 def test_planned_replacement_after_the_old_driver_is_gone_writes_config_then_creates():
@@ -194,8 +228,15 @@ def test_driver_progress_lands_in_status():
     assert p.status["sinks"] == [{"name": "counts-out", "lag": 12, "lastProgressTime": "2026-01-01T00:00:00Z"}]
 
 
-def test_running_driver_whose_queries_are_not_healthy_is_running_but_not_ready():
-    p = plan(world(ready=False), SETTINGS, Memory(), T0)
-    assert p.status["phase"] == "Running" and p.driver is None
-    assert cond(p.status, "Ready") == ("False", "DriverNotReady")
-    assert cond(plan(world(), SETTINGS, Memory(), T0).status, "Ready") == ("True", "DriverReady")
+@pytest.mark.parametrize("pod, ready, before, phase, reason", [
+    ("pending", False, "Starting", "Starting", "DriverPending"),  # created, not running yet
+    ("running", False, "Starting", "Starting", "DriverNotReady"),  # running, /healthz not answering yet
+    ("running", True, "Starting", "Running", "DriverReady"),
+    ("running", True, "Running", "Running", "DriverReady"),
+    ("running", False, "Running", "Running", "DriverNotReady"),  # was Ready, queries unhealthy now: still Running
+])
+def test_driver_is_starting_until_ready_then_running(pod, ready, before, phase, reason):
+    status = {"driverPod": "orders-driver", "phase": before}
+    p = plan(world(pod=pod, ready=ready, status=status), SETTINGS, Memory(), T0)
+    assert p.driver is None and p.status["phase"] == phase
+    assert cond(p.status, "Ready") == ("True" if reason == "DriverReady" else "False", reason)

@@ -7,7 +7,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from streamapp_api.spec import RestartPolicy
-from streamapp_operator.decide.restarts import PodObservation, RestartHistory, backoff, restart_decision
+from streamapp_operator.decide.restarts import (FAILURE_CAUSES, PodObservation, RestartHistory, backoff,
+                                                restart_decision)
 
 pytestmark = pytest.mark.unit
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -71,6 +72,24 @@ def test_failure_reason_names_the_exit_code():
     decision = restart_decision(FAILED, EXPECTED, POLICY, T0)
     assert decision.exit_code == 137
     assert "exit code 137" in decision.reason
+
+
+@pytest.mark.parametrize("pod, history, action, cause, exit_code", [
+    (FAILED, EXPECTED, "record_failure", "DriverFailed", 137),
+    (PodObservation("succeeded", exit_code=0), EXPECTED, "record_failure", "DriverFailed", 0),
+    (PodObservation("failed", reason="NodeLost"), EXPECTED, "record_failure", "NodeLost", None),
+    (ABSENT, EXPECTED, "record_failure", "DriverDeleted", None),
+    (FAILED, RestartHistory(3, T0, True), "give_up", "DriverFailed", 137),
+    (ABSENT, RestartHistory(3, T0, True), "give_up", "DriverDeleted", None),
+    # nothing restarted: no cause for status.lastRestart
+    (RUNNING, EXPECTED, "keep", None, None),
+    (FAILED, RestartHistory(1, T0, False), "clear", None, 137),
+    (ABSENT, RestartHistory(), "create", None, None),
+])
+def test_restart_decision_names_the_cause_for_last_restart(pod, history, action, cause, exit_code):
+    decision = restart_decision(pod, history, POLICY, T0)
+    assert (decision.action, decision.cause, decision.exit_code) == (action, cause, exit_code)
+    assert cause is None or cause in FAILURE_CAUSES
 
 
 @pytest.mark.parametrize("pod, history", [
