@@ -21,7 +21,6 @@ from .kafka import KafkaBroker
 from .kube import ControlPlane
 from .paths import cache_dir
 from .postgres import Postgres
-from .process import run
 
 CONTEXT = "streamapp-cluster"
 
@@ -186,8 +185,6 @@ def main(argv: list[str] | None = None) -> int:
     else:
         state = read_state()
         print(json.dumps(state, indent=1) if state else "down")
-        if state:
-            run(["true"])
     return 0
 
 
