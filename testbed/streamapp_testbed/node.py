@@ -58,7 +58,24 @@ def network_up(state: dict) -> None:
             run(["iptables", "-I", chain, "1", *full])
 
 
+KUBELET_CHAINS = ("KUBE-FIREWALL", "KUBE-KUBELET-CANARY", "KUBE-IPTABLES-HINT")
+
+
+def remove_kubelet_chains() -> None:
+    """The kubelet's own iptables chains (kube-proxy --cleanup leaves them)."""
+    for tool in ("iptables", "ip6tables"):
+        for table in ("filter", "nat", "mangle"):
+            for chain in ("INPUT", "OUTPUT"):
+                while subprocess.run([tool, "-t", table, "-D", chain, "-j", "KUBE-FIREWALL"],
+                                     capture_output=True).returncode == 0:
+                    pass
+            for chain in KUBELET_CHAINS:
+                subprocess.run([tool, "-t", table, "-F", chain], capture_output=True)
+                subprocess.run([tool, "-t", table, "-X", chain], capture_output=True)
+
+
 def network_down(state: dict) -> None:
+    remove_kubelet_chains()
     for chain, rule in GUARD_RULES:
         full = [*rule[:-2], "-m", "comment", "--comment", GUARD_COMMENT, *rule[-2:]]
         while subprocess.run(["iptables", "-D", chain, *full], capture_output=True).returncode == 0:
