@@ -53,7 +53,7 @@ crds: deps
 
 
 # --- images and the real single-node cluster (testbed/cluster, streamapp_testbed.cluster) ---------
-CLUSTER_ENV := set -a; source testbed/versions.env; set +a; CACHE=$(STREAMAPP_CACHE)
+CLUSTER_ENV := set -a; source testbed/versions.env; set +a; export CACHE=$(STREAMAPP_CACHE)
 
 cluster-deps: deps
 	@$(CLUSTER_ENV); bash testbed/cluster/deps.sh
