@@ -11,9 +11,10 @@ Without STREAMAPP_E2E_CLUSTER these tests are not collected: `make test` has no 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,7 @@ class E2ECluster:
     kafka_bootstrap: str
     postgres_dsn: str
     node_ip: str
+    volume_dirs: list = field(default_factory=list)
 
     def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
         argv = [str(_tool("kubectl")), f"--kubeconfig={self.kubeconfig}", f"--context={CONTEXTS[self.mode]}", *args]
@@ -55,6 +57,7 @@ class E2ECluster:
     def volume_dir(self, name: str) -> str:
         """A directory on the node for a hostPath PersistentVolume, writable by the runtime's user."""
         path = f"/var/tmp/streamapp-e2e/{name}"
+        self.volume_dirs.append(path)
         if self.mode == "local":
             Path(path).mkdir(parents=True, exist_ok=True)
             os.chmod(path, 0o777)
@@ -95,8 +98,12 @@ def e2e_cluster(tmp_path_factory) -> Iterator[E2ECluster]:
         try:
             kubeconfig = Path(state["kubeconfig"])
             _check_kubeconfig(kubeconfig, MODE)
-            yield E2ECluster(MODE, kubeconfig, state["kafka_bootstrap"], state["postgres_dsn"], state["node_ip"])
+            e2e = E2ECluster(MODE, kubeconfig, state["kafka_bootstrap"], state["postgres_dsn"], state["node_ip"])
+            yield e2e
         finally:
+            if "e2e" in locals():
+                for path in e2e.volume_dirs:
+                    shutil.rmtree(path, ignore_errors=True)
             if started:
                 cluster.down()
         return
