@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from streamapp_api.sinks import POSTGRES_URI_ENV_PREFIX, postgres_uri_env
+
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 DEFAULT_METRICS_PORT = 9090
@@ -65,7 +67,7 @@ def postgres_env_uris(environ: dict[str, str]) -> dict[str, str]:
 
 
 def env_name(secret: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]", "_", secret).upper()
+    return postgres_uri_env(secret).removeprefix(POSTGRES_URI_ENV_PREFIX)
 
 
 def postgres_uri(settings: Settings, secret: str, where: str) -> str:

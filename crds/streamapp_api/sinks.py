@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from typing import Literal
 
 from pydantic import Field
@@ -31,6 +33,15 @@ class PostgresSecretRef(SecretRef):
         max_length=253,
         description="Key of the Secret holding the connection URI.",
     )
+
+
+POSTGRES_URI_ENV_PREFIX = "STREAMAPP_POSTGRES_"
+
+
+def postgres_uri_env(secret_name: str) -> str:
+    """The environment variable that carries a Postgres sink's connection URI into the driver:
+    the operator sets it from the Secret, the runtime reads it (docs/runtime-contract.md)."""
+    return POSTGRES_URI_ENV_PREFIX + re.sub(r"[^A-Za-z0-9]", "_", secret_name).upper()
 
 
 class PostgresSink(ApiModel):

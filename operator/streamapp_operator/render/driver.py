@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 
 from streamapp_api import StreamApp, spark_memory_mib
+from streamapp_api.sinks import postgres_uri_env
 
 from .. import names
 from .common import CONTAINER_SECURITY, POD_SECURITY, Launch, image_of, metadata
@@ -28,6 +29,16 @@ def _env(app: StreamApp) -> list[dict]:
         {"name": "STREAMAPP_POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         {"name": "SPARK_LOCAL_DIRS", "value": names.SPARK_LOCAL_DIR},
         {"name": "HOME", "value": "/tmp"},
+        *_postgres_env(app),
+    ]
+
+
+def _postgres_env(app: StreamApp) -> list[dict]:
+    """Each Postgres sink's connection URI, from its Secret, under the name the runtime reads."""
+    refs = {(s.postgres.secret_ref.name, s.postgres.secret_ref.key) for s in app.spec.sinks if s.postgres}
+    return [
+        {"name": postgres_uri_env(name), "valueFrom": {"secretKeyRef": {"name": name, "key": key}}}
+        for name, key in sorted(refs)
     ]
 
 
