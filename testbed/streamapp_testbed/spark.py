@@ -34,19 +34,8 @@ def local_session(workdir: Path, app_name: str = "streamapp-testbed", cores: int
 
 
 def stop_session(session) -> None:
-    """Stop Spark and its JVM now, rather than whenever the Python process exits."""
-    from pyspark import SparkContext
+    """Stop Spark and its JVM now, rather than whenever the Python process exits (the runtime's
+    own shutdown, so tests stop Spark exactly as `streamapp run` does)."""
+    from streamapp_runtime.session import stop_session as stop
 
-    gateway = SparkContext._gateway
-    session.stop()
-    if gateway is not None:
-        gateway.shutdown()
-        proc = getattr(gateway, "proc", None)
-        if proc is not None:
-            proc.stdin.close()  # the JVM exits when its parent's pipe closes
-            try:
-                proc.wait(timeout=15)
-            except Exception:
-                proc.kill()
-        SparkContext._gateway = None
-        SparkContext._jvm = None
+    stop(session)
