@@ -97,6 +97,15 @@ def controlplane(r: dict) -> list[str]:
               f"failure p99 {_target(fl.get('p99_s'), 2.0, False, ' s')}; RSS peak "
               f"{_target(c['rss_peak_mib'], 300, False, ' MiB')}. Growth {c['steps'][0]['apps']} → {last['apps']} "
               f"apps: apply p99 ×{_n(g['apply_p99'], 1)}, RSS ×{_n(g['rss'], 2)}, failure p99 ×{_n(g['failure_p99'], 1)}."]
+    prof = c.get("profile") or {}
+    ours = [(f, p) for f, p in prof.get("operator_inclusive_percent", [])
+            if not f.startswith(("reconcile (", "observe (reconcile", "main (", "<module>"))][:5]
+    if ours:
+        lines += ["", f"py-spy over the operator from the start of the last batch ({prof['samples']:,} samples, waiting "
+                  f"threads included): " + ", ".join(f"`{f}` {p:g} %" for f, p in ours) + "."]
+    seen = fails.get(str(last["apps"]), {})
+    if seen and seen.get("failed_seen", 0) < seen.get("victims", 0):
+        lines[-1] += f" At {last['apps']:,} apps {seen['failed_seen']} of {seen['victims']} failed drivers were seen Failed in time."
     return lines
 
 
