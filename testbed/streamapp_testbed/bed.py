@@ -19,6 +19,8 @@ PARTS = ("kafka", "postgres", "prometheus", "kube", "kwok")
 
 @dataclass
 class TestBed:
+    __test__ = False  # a plain class that pytest would otherwise try to collect where it is imported
+
     workdir: Path
     kafka: KafkaBroker | None = None
     postgres: Postgres | None = None
