@@ -10,12 +10,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
 from streamapp_testbed import kafka_admin
 
 # The broker stamps each record when it appends it: input and output times come from one clock.
 LOG_APPEND = {"message.timestamp.type": "LogAppendTime"}
+FAST_PRODUCER = {"linger.ms": 20, "batch.size": 512 * 1024, "queue.buffering.max.kbytes": 256 * 1024}
 
 
 def create(bootstrap: str, name: str, partitions: int) -> str:
@@ -25,29 +26,7 @@ def create(bootstrap: str, name: str, partitions: int) -> str:
 
 def produce(bootstrap: str, topic: str, records: Iterable[tuple[str, str]]) -> int:
     """As fast as the client goes; returns the count once every record is acknowledged."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 512 * 1024,
-                         "queue.buffering.max.kbytes": 256 * 1024, "enable.idempotence": True})
-    errors: list[str] = []
-
-    def on_delivery(err, _msg):
-        if err is not None:
-            errors.append(str(err))
-
-    count = 0
-    for key, value in records:
-        while True:
-            try:
-                producer.produce(topic, value=value, key=key, on_delivery=on_delivery)
-                break
-            except BufferError:
-                producer.poll(0.05)
-        count += 1
-        if count % 10_000 == 0:
-            producer.poll(0)
-    producer.flush(120)
-    if errors:
-        raise KafkaException(f"{len(errors)} records not delivered to {topic}: {errors[0]}")
-    return count
+    return kafka_admin.produce(bootstrap, topic, records, producer_config=FAST_PRODUCER)
 
 
 def window_ms(text: str) -> int:

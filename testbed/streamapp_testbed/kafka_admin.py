@@ -35,9 +35,16 @@ def partition_count(bootstrap: str, name: str) -> int:
     return len(topic.partitions)
 
 
-def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes | str | None, bytes | str | None]]) -> int:
-    """Produce (key, value) pairs and wait until every one is acknowledged; returns the count."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
+def produce(
+    bootstrap: str,
+    topic: str,
+    records: Iterable[tuple[bytes | str | None, bytes | str | None]],
+    producer_config: dict | None = None,
+) -> int:
+    """Produce (key, value) pairs and wait until every one is acknowledged; returns the count.
+
+    `producer_config` adds or overrides librdkafka settings (the benchmarks batch harder)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True, **(producer_config or {})})
     errors: list[str] = []
 
     def on_delivery(err, _msg):
@@ -51,9 +58,11 @@ def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes | str | No
                 producer.produce(topic, key=key, value=value, on_delivery=on_delivery)
                 break
             except BufferError:
-                producer.poll(0.1)
+                producer.poll(0.05)
         count += 1
-    producer.flush(60)
+        if count % 10_000 == 0:
+            producer.poll(0)  # serve delivery reports as we go, not all at the end
+    producer.flush(120)
     if errors:
         raise KafkaException(f"{len(errors)} records not delivered to {topic}: {errors[0]}")
     return count
