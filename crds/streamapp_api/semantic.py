@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from .errors import Issue
 from .flow import Flow, walk_steps
 from .rules import check_objects
+from .sinks import postgres_uri_env
 from .spec import StreamApp
 
 RESERVED_NAMES = ("input",)
@@ -215,10 +216,20 @@ def check_semantics(app: StreamApp) -> list[Issue]:
 def _check_sinks(app: StreamApp, flows: dict[str, Flow]) -> list[Issue]:
     issues: list[Issue] = []
     names: dict[str, int] = {}
+    uri_envs: dict[str, tuple[int, str, str]] = {}  # driver env variable -> first sink, Secret, key
     for i, sink in enumerate(app.spec.sinks):
         base = f"spec.sinks[{i}]"
         if (sink.kafka is None) == (sink.postgres is None):
             continue
+        if sink.postgres is not None:
+            ref = sink.postgres.secret_ref
+            env = postgres_uri_env(ref.name)
+            first = uri_envs.setdefault(env, (i, ref.name, ref.key))
+            if first[1:] != (ref.name, ref.key):
+                # The driver receives each connection URI in one variable named after the Secret.
+                issues.append(Issue(f"{base}.postgres.secretRef", f"Secret {ref.name!r} key {ref.key!r} would reach "
+                                    f"the driver in the same variable {env} as spec.sinks[{first[0]}] (Secret "
+                                    f"{first[1]!r} key {first[2]!r}); use one key per Secret, or another Secret"))
         query = sink.query_name
         if query in names:
             issues.append(Issue(f"{base}.name", f"query name {query!r} is also used by spec.sinks[{names[query]}]; "
