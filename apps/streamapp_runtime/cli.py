@@ -42,13 +42,14 @@ def load_app(path: str):
 
 
 def run(args: argparse.Namespace) -> int:
-    from .settings import SettingsError, from_environment, merge_conf, parse_properties, spark_defaults
+    from .settings import SettingsError, expand_env, from_environment, merge_conf, parse_properties, spark_defaults
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     logging.getLogger("py4j").setLevel(logging.WARNING)
     app = load_app(args.file)
     try:
         given = parse_properties(Path(args.spark_conf).read_text(), args.spark_conf) if args.spark_conf else {}
+        given = expand_env(given, dict(os.environ), args.spark_conf or "spark.properties")
         postgres = {}
         for item in args.postgres:
             name, sep, uri = item.partition("=")

@@ -50,6 +50,23 @@ def parse_properties(text: str, origin: str = "spark.properties") -> dict[str, s
     return conf
 
 
+_ENV_REF = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def expand_env(conf: dict[str, str], environ: dict[str, str], origin: str = "spark.properties") -> dict[str, str]:
+    """``${env:NAME}`` in a value -> the variable's value (Spark's own reference syntax, which Spark
+    expands only for some keys; the operator writes ``spark.master`` with it). A reference to a variable
+    that is not set is an error naming the key."""
+    def value(key: str, text: str) -> str:
+        def sub(match: re.Match) -> str:
+            if match.group(1) not in environ:
+                raise SettingsError(f"{origin}: {key} refers to ${{env:{match.group(1)}}}, which is not set")
+            return environ[match.group(1)]
+        return _ENV_REF.sub(sub, text)
+
+    return {key: value(key, text) for key, text in conf.items()}
+
+
 def kafka_env_options(environ: dict[str, str]) -> dict[str, str]:
     """``STREAMAPP_KAFKA_SASL_JAAS_CONFIG=...`` -> ``{'sasl.jaas.config': ...}`` (from spec.kafka.secretRef)."""
     prefix = "STREAMAPP_KAFKA_"

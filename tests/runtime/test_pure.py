@@ -54,6 +54,14 @@ def test_properties_and_environment():
         settings.metrics_port({"STREAMAPP_METRICS_PORT": "http"})
 
 
+def test_environment_references_in_spark_properties_are_expanded():
+    given = {"spark.master": "k8s://https://${env:KUBERNETES_SERVICE_HOST}:${env:KUBERNETES_SERVICE_PORT}", "a": "b"}
+    env = {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBERNETES_SERVICE_PORT": "443"}
+    assert settings.expand_env(given, env) == {"spark.master": "k8s://https://10.0.0.1:443", "a": "b"}
+    with pytest.raises(settings.SettingsError, match=r"spark.master refers to \$\{env:KUBERNETES_SERVICE_HOST\}"):
+        settings.expand_env(given, {})
+
+
 def test_query_plans_of_the_examples():
     clicks = example("click-sessions")
     plans = plan.query_plans(clicks, "/ck")

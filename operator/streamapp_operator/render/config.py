@@ -36,7 +36,9 @@ def manifest(app: StreamApp) -> dict:
 def spark_properties(app: StreamApp, launch: Launch) -> dict[str, str]:
     name, spec = app.metadata.name, app.spec
     props = {
-        "spark.master": "k8s://https://kubernetes.default.svc",
+        # The API server by the address every pod is given (what in-cluster clients use): no cluster
+        # DNS needed. The runtime expands ${env:...} (docs/runtime-contract.md).
+        "spark.master": "k8s://https://${env:KUBERNETES_SERVICE_HOST}:${env:KUBERNETES_SERVICE_PORT}",
         "spark.submit.deployMode": "client",
         "spark.app.name": name,
         "spark.kubernetes.namespace": namespace_of(app),
