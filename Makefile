@@ -59,8 +59,6 @@ cluster-deps: deps
 	@$(CLUSTER_ENV); bash testbed/cluster/deps.sh
 	@$(CLUSTER_ENV); bash testbed/build-kube.sh node >$(STREAMAPP_CACHE)/logs/kube-node-build.log 2>&1 \
 	  || { tail -n 30 $(STREAMAPP_CACHE)/logs/kube-node-build.log; exit 1; }
-	@$(CLUSTER_ENV); bash testbed/cluster/build-coredns.sh >$(STREAMAPP_CACHE)/logs/coredns-build.log 2>&1 \
-	  || { tail -n 30 $(STREAMAPP_CACHE)/logs/coredns-build.log; exit 1; }
 
 # BASE_IMAGE=debian:bookworm-slim builds from a public base instead of the local debootstrap.
 images: deps

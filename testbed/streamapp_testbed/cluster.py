@@ -1,6 +1,6 @@
 """A real single-node Kubernetes cluster on this machine, from parts the project builds: the test
-bed's control plane (kube.py) on the node address, containerd + runc, kubelet, kube-proxy and
-CoreDNS (node.py), the test bed's Kafka and Postgres on the node address, and the project's images
+bed's control plane (kube.py) on the node address, containerd + runc, kubelet and kube-proxy
+(node.py), the test bed's Kafka and Postgres on the node address, and the project's images
 imported into containerd. `make cluster-up` / `make cluster-down`; the e2e fixtures call the same.
 
 Its processes outlive `up` (each in its own session); `state.json` in the run folder records
@@ -104,7 +104,6 @@ def up(with_images: bool = True) -> dict:
                 imported = containerd.import_images(tars)
                 _say(f"images: imported {', '.join(imported) or 'none (all current)'}", t0)
             agents = node.NodeAgents(cp, containerd, rd)
-            agents.start_coredns()
             agents.start_kube_proxy()
             agents.start_kubelet()
             for proc in agents.procs:
@@ -143,7 +142,7 @@ def _down(state: dict) -> None:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and containerd.ctr("tasks", "ls", "-q").stdout.strip():
             time.sleep(1)
-    order = ["kubelet", "kube-proxy", "coredns", "containerd-cleanup", "containerd", "kube-scheduler",
+    order = ["kubelet", "kube-proxy", "containerd-cleanup", "containerd", "kube-scheduler",
              "kube-controller-manager", "kube-apiserver", "etcd", "postgres", "kafka"]  # fmt: skip
     for name in order:
         if name == "containerd-cleanup":

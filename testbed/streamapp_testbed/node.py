@@ -1,9 +1,12 @@
 """The node of the single-node cluster (cluster.py): a bridge the project creates, containerd and
 runc from Debian (CRI plugin, cgroupfs), CNI bridge + host-local from Debian's
-containernetworking-plugins, kubelet, kube-proxy and CoreDNS built from the Go module proxy.
+containernetworking-plugins, kubelet and kube-proxy built from the Go module proxy.
+
+No cluster DNS: nothing in a StreamApp's pods resolves a name (the driver reaches the API server at
+KUBERNETES_SERVICE_HOST, executors the driver at its pod IP, Kafka and Postgres are addresses).
 
 Traffic rule: pods live on the bridge's subnet; the bridge address is the node address (Kafka,
-Postgres, the API server and DNS listen there). iptables rules drop anything pods send out of the
+Postgres and the API server listen there). iptables rules drop anything pods send out of the
 bridge to another interface, and anything they send to another address of this host."""
 
 from __future__ import annotations
@@ -18,8 +21,8 @@ import yaml
 
 from .certs import client_cert
 from .kube import ControlPlane
-from .paths import cache_dir, installed, versions
-from .process import ManagedProcess, free_port, port_open, run
+from .paths import cache_dir, installed
+from .process import ManagedProcess, free_port, run
 
 BRIDGE = "streamapp0"
 POD_CIDR = "10.244.0.0/24"
@@ -33,10 +36,6 @@ GUARD_RULES = [  # (chain, rule) — pods reach only the bridge and the node add
     ("INPUT", ["-i", BRIDGE, "!", "-d", NODE_IP, "-j", "DROP"]),
 ]
 SYSCTLS = {"net/ipv4/ip_forward": "1", "net/bridge/bridge-nf-call-iptables": "1"}
-
-
-def coredns_bin() -> Path:
-    return cache_dir() / f"coredns-{versions()['COREDNS_VERSION']}" / "bin" / "coredns"
 
 
 # --- host network --------------------------------------------------------------------------------
@@ -179,7 +178,7 @@ state = "{self.run_dir / 'containerd-state'}"
             self.ctr("containers", "delete", cid)
 
 
-# --- kubelet, kube-proxy, CoreDNS ----------------------------------------------------------------
+# --- kubelet, kube-proxy ----------------------------------------------------------------
 class NodeAgents:
     def __init__(self, control_plane: ControlPlane, containerd: Containerd, run_dir: Path):
         self.cp = control_plane
@@ -193,29 +192,13 @@ class NodeAgents:
         self.procs.append(proc)
         return proc
 
-    def start_coredns(self) -> None:
-        corefile = self.run_dir / "Corefile"
-        corefile.write_text(f""".:53 {{
-    bind {NODE_IP}
-    errors
-    kubernetes cluster.local in-addr.arpa ip6.arpa {{
-        kubeconfig {self.cp.kubeconfig} {self.cp.context}
-        pods insecure
-        fallthrough in-addr.arpa ip6.arpa
-    }}
-    cache 5
-}}
-""")
-        dns = self._spawn("coredns", [coredns_bin(), "-conf", corefile])
-        dns.wait_until(lambda: port_open(53, NODE_IP), 30, "CoreDNS listening on port 53")
-
     def start_kubelet(self) -> None:
         pki = self.cp.pki
         cert, key = client_cert(pki, "kubelet", f"system:node:{NODE_NAME}", ("system:nodes",))
         kubeconfig = self.cp.write_kubeconfig_for(self.run_dir / "kubelet.kubeconfig", "kubelet", cert, key)
         self.kubelet_dir.mkdir(parents=True, exist_ok=True)
         resolv = self.run_dir / "resolv.conf"
-        resolv.write_text("")  # pods resolve through CoreDNS only
+        resolv.write_text("")  # no name servers: pods resolve nothing (the host's DNS stays out of reach)
         port, healthz = free_port(), free_port()
         config = {
             "apiVersion": "kubelet.config.k8s.io/v1beta1",
@@ -229,7 +212,8 @@ class NodeAgents:
             "failCgroupV1": False,
             "failSwapOn": False,
             "containerRuntimeEndpoint": f"unix://{self.containerd.socket}",
-            "clusterDNS": [NODE_IP], "clusterDomain": "cluster.local", "resolvConf": str(resolv),
+            # No cluster DNS (see the module's docstring): pods get the empty resolv.conf above.
+            "clusterDNS": [], "clusterDomain": "cluster.local", "resolvConf": str(resolv),
             "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
             "evictionHard": {"memory.available": "200Mi", "nodefs.available": "2%", "imagefs.available": "2%",
                              "nodefs.inodesFree": "2%"},
