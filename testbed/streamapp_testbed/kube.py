@@ -136,6 +136,9 @@ class ControlPlane:
                 "--use-service-account-credentials=true",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--controllers=*,-nodeipam",
+                # log node heartbeat lapses and the pods they mark NotReady (kwok's pod-ready-again
+                # stage turns them Ready again); a driver stuck Ready=False was traced to this
+                "--vmodule=node_lifecycle_controller=2,controller_utils=2",
             ],
         )
         # The service-account controller gives every namespace its `default` account; pods

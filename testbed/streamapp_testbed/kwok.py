@@ -73,6 +73,14 @@ class Kwok:
         self.control_plane.kubectl("annotate", "-n", namespace, "pod", name, f"{EXIT_CODE_ANNOTATION}={exit_code}", "--overwrite")
         self.control_plane.kubectl("label", "-n", namespace, "pod", name, f"{FAIL_LABEL}=true", "--overwrite")
 
+    def mark_not_ready(self, namespace: str, name: str) -> dict:
+        """What the node lifecycle controller does to every pod of a node whose heartbeat lapsed:
+        condition Ready turns False, nothing else changes. Returns the pod as the patch left it."""
+        patch = {"status": {"conditions": [{"type": "Ready", "status": "False", "reason": "NodeNotReady"}]}}
+        out = self.control_plane.kubectl("patch", "-n", namespace, "pod", name, "--subresource=status",
+                                         "--type=strategic", "-p", json.dumps(patch), "-o", "json").stdout
+        return json.loads(out)
+
     def stop(self) -> None:
         if self.proc:
             self.proc.stop()

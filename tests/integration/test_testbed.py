@@ -113,6 +113,35 @@ def test_kwok_chaos_stage_fails_the_labelled_pod_only(control_plane, kwok):
     control_plane.kubectl("delete", "pod", "victim", "bystander", "--wait=false")
 
 
+def _ready(pod: dict) -> str | None:
+    return next((c["status"] for c in pod["status"].get("conditions", []) if c["type"] == "Ready"), None)
+
+
+def test_a_pod_marked_not_ready_by_a_node_lapse_turns_ready_again_in_place(control_plane, kwok):
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "lapse", "namespace": "default", "labels": {"smoke": "lapse"}},
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "registry.invalid/x:1"}]},
+    }
+    control_plane.kubectl("apply", "-f", "-", input=json.dumps(pod))
+    [before] = wait_for_pod_phase(control_plane, "default", "smoke=lapse", "Running", count=1)
+
+    assert _ready(kwok.mark_not_ready("default", "lapse")) == "False"
+
+    deadline, after = time.monotonic() + 30, before
+    while time.monotonic() < deadline:
+        after = json.loads(control_plane.kubectl("get", "pod", "lapse", "-o", "json").stdout)
+        if _ready(after) == "True":
+            break
+        time.sleep(0.3)
+    assert _ready(after) == "True", after["status"]
+    # the same pod, not a restarted one: a kubelet re-reports readiness, it does not start the pod again
+    assert (after["metadata"]["uid"], after["status"]["podIP"], after["status"]["startTime"]) == (
+        before["metadata"]["uid"], before["status"]["podIP"], before["status"]["startTime"])
+    control_plane.kubectl("delete", "pod", "lapse", "--wait=false")
+
+
 WIDGET_CRD = {
     "apiVersion": "apiextensions.k8s.io/v1",
     "kind": "CustomResourceDefinition",
