@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import time
 
 log = logging.getLogger("streamapp.runtime")
@@ -15,12 +16,31 @@ def admin_config(options: dict[str, str]) -> dict[str, str]:
     return config
 
 
+def admin_client(options: dict[str, str]):
+    """An AdminClient (librdkafka) from Spark's Kafka options, without the Java client's own settings.
+
+    spec.kafka.options are the Java client's (what Spark's source and sink use); librdkafka refuses
+    the ones it does not know (``default.api.timeout.ms``, say), so those are left out here.
+    """
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    config = admin_config(options)
+    while True:
+        try:
+            return AdminClient(config)
+        except KafkaException as exc:
+            unknown = re.search(r'No such configuration property: "([^"]+)"', str(exc))
+            if unknown is None or unknown.group(1) not in config:
+                raise
+            log.debug("Kafka option %s is for the Java client only; not used while waiting for topics", unknown.group(1))
+            del config[unknown.group(1)]
+
+
 def partition_counts(options: dict[str, str], topics: list[str], wait: bool = True, poll: float = 5.0,
                      deadline: float | None = None, stop=lambda: False) -> dict[str, int]:
     """Partition count of every topic; waits (logging what it waits for) until all exist."""
-    from confluent_kafka.admin import AdminClient
-
-    admin = AdminClient(admin_config(options))
+    admin = admin_client(options)
     bootstrap = options.get("kafka.bootstrap.servers")
     last_message = None
     while True:

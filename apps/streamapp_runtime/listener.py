@@ -45,5 +45,5 @@ class ProgressListener(StreamingQueryListener):
         name = self.names.get(str(event.id))
         if name:
             self.metrics.terminated(name)
-            if event.exception:
-                log.error("query %s failed: %s", name, str(event.exception).split("\n")[0])
+            if event.exception:  # the supervisor decides whether this is fatal and says so
+                log.debug("query %s terminated: %s", name, str(event.exception).split("\n")[0])

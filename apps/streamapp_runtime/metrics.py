@@ -57,6 +57,7 @@ class Metrics:
         self.dead = Counter("streamapp_dead_letter_records", "Records sent to the dead-letter topic", [A, "source"], registry=r)
         self.last_batch = Gauge("streamapp_last_batch_timestamp_seconds", "When the last batch committed", [A, Q], registry=r)
         self.active = Gauge("streamapp_query_active", "1 while the query runs", [A, Q], registry=r)
+        self.restarts = Counter("streamapp_query_restarts", "Restarts of a query after it lost Kafka", [A, Q], registry=r)
         self._lock = threading.Lock()
         self.last_seen: dict[str, float] = {}  # query -> monotonic time of its last sign of life
         self.totals: dict[str, dict[str, int]] = {}  # query -> running totals, for tests and the demo
@@ -70,6 +71,10 @@ class Metrics:
         with self._lock:
             self.active.labels(self.app, query).set(0)
             self.last_seen.pop(query, None)
+
+    def restarted(self, query: str) -> None:
+        with self._lock:
+            self.restarts.labels(self.app, query).inc()
 
     def idle(self, query: str) -> None:
         with self._lock:

@@ -1,8 +1,9 @@
 """Start an app's queries and supervise them: what `streamapp run` and the driver pod both execute.
 
 SIGTERM asks every query to stop at the end of its current micro-batch; once each has committed,
-``run`` returns 0. A query that fails makes ``run`` stop the others and return 1; its checkpoint
-resumes it on the next start with nothing lost.
+``run`` returns 0. A query that loses Kafka (see ``recovery``) is restarted from its checkpoint after
+a backoff; any other failure makes ``run`` stop the others and return 1, and the checkpoint resumes
+it on the next start with nothing lost.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from streamapp_api import StreamApp
 from streamapp_api.durations import parse_duration, spark_interval
 
-from . import plan
+from . import plan, recovery
 from .compiler import Compiler
 from .dlq import dead_letters
 from .kafka_wait import partition_counts
@@ -35,6 +36,8 @@ class Running:
     queries: list = field(default_factory=list)
     listener: object = None
     stop_requested: threading.Event = field(default_factory=threading.Event)
+    plans: list = field(default_factory=list)  # queries[i] runs plans[i]
+    restart: object = None  # QueryPlan -> a new StreamingQuery on the same checkpoint
 
     def query_names(self) -> list[str]:
         return [q.name for q in self.queries]
@@ -110,9 +113,11 @@ def start(spark, app: StreamApp, settings: Settings, quiet: bool = False, wait_f
     running.listener = ProgressListener(metrics, {p.name for p in plans}, quiet=quiet)
     spark.streams.addListener(running.listener)
     compiler = Compiler(spark, app, options)
+    running.restart = lambda qp: start_query(spark, compiler, app, settings, qp, options)
     try:
         for qp in plans:
             running.queries.append(start_query(spark, compiler, app, settings, qp, options))
+            running.plans.append(qp)
             log.info("started query %s (%s, %s mode) checkpoint %s", qp.name, qp.kind, qp.output_mode, qp.checkpoint)
     except Exception:
         stop_now(spark, running)
@@ -141,22 +146,62 @@ def stop_gracefully(running: Running, timeout: float = 600) -> None:
             query.stop()
 
 
-def supervise(spark, running: Running, poll: float = 0.2) -> int:
-    """Wait until every query ends (available-now), one fails (1) or a stop is requested (0)."""
+def failure_text(exc) -> str:
+    """The message of a query's exception and, when Spark gives it, the JVM stack with its causes."""
+    return "\n".join(part for part in (str(exc), getattr(exc, "_stackTrace", None) or "") if part)
+
+
+def supervise(spark, running: Running, poll: float = 0.2, policy: recovery.RetryPolicy = recovery.RetryPolicy()) -> int:
+    """Wait until every query ends (available-now), one fails for good (1) or a stop is requested (0).
+
+    A query that failed because Kafka could not be reached waits (``recovery.decide``) and starts
+    again on its checkpoint; the others keep running meanwhile.
+    """
+    waiting: dict[int, float] = {}  # index of a failed query -> monotonic time of its restart
+    attempts: dict[int, int] = {}  # index -> failures in a row
     while True:
         if running.stop_requested.is_set():
             log.info("stop requested: finishing the current micro-batches")
-            stop_gracefully(running)
+            # With Kafka gone, a running micro-batch cannot commit: do not wait for it (it is replayed).
+            stop_gracefully(running, timeout=10 if waiting else 600)
             stop_now(spark, running)
             return 0
-        failed = [q for q in running.queries if not q.isActive and q.exception() is not None]
-        if failed:
-            for query in failed:
-                log.error("query %s failed: %s", query.name, str(query.exception()).split("\n")[0])
-            stop_gracefully(running, timeout=60)
-            stop_now(spark, running)
-            return 1
-        if all(not q.isActive for q in running.queries):
+        for i, query in enumerate(running.queries):
+            if i in waiting or query.isActive or query.exception() is None:
+                continue
+            failure = failure_text(query.exception())
+            attempts[i] = recovery.next_attempt(attempts.get(i, 0), progressed=bool(query.recentProgress))
+            decision = recovery.decide(failure, attempts[i], policy)
+            if not decision.retry:
+                log.error("query %s failed: %s", query.name, failure.split("\n")[0])
+                stop_gracefully(running, timeout=60)
+                stop_now(spark, running)
+                return 1
+            log.warning("query %s lost Kafka (%s); attempt %d, next try in %.0fs from its checkpoint",
+                        query.name, decision.reason, attempts[i], decision.delay)
+            waiting[i] = time.monotonic() + decision.delay
+        for i, due in list(waiting.items()):
+            if time.monotonic() < due:
+                continue
+            del waiting[i]
+            qp = running.plans[i]
+            try:
+                running.queries[i] = running.restart(qp)
+            except Exception as exc:  # noqa: BLE001 - a restart that fails is decided like a failed query
+                attempts[i] += 1
+                decision = recovery.decide(failure_text(exc), attempts[i], policy)
+                if not decision.retry:
+                    log.error("query %s could not restart: %s", qp.name, str(exc).split("\n")[0])
+                    stop_gracefully(running, timeout=60)
+                    stop_now(spark, running)
+                    return 1
+                log.warning("query %s could not restart (%s); attempt %d, next try in %.0fs",
+                            qp.name, decision.reason, attempts[i], decision.delay)
+                waiting[i] = time.monotonic() + decision.delay
+                continue
+            running.metrics.restarted(qp.name)
+            log.info("restarted query %s from checkpoint %s", qp.name, qp.checkpoint)
+        if not waiting and all(not q.isActive for q in running.queries):
             stop_now(spark, running)
             return 0
         time.sleep(poll)

@@ -39,7 +39,20 @@ def create_session(conf: dict[str, str]):
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("STREAMAPP_SPARK_LOG_LEVEL", "WARN"))
+    if "STREAMAPP_SPARK_LOG_LEVEL" not in os.environ:
+        quiet_kafka_clients(spark)
     return spark
+
+
+def quiet_kafka_clients(spark) -> None:
+    """While a broker is down, Kafka's NetworkClient warns several times a second per client; the
+    runtime's own line says what happens instead (Spark's offset-fetch warnings stay)."""
+    jvm = spark.sparkContext._jvm
+    try:
+        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+            "org.apache.kafka.clients.NetworkClient", jvm.org.apache.logging.log4j.Level.ERROR)
+    except Exception as exc:  # noqa: BLE001 - a different logging backend: keep its warnings
+        log.debug("could not quiet Kafka's NetworkClient: %s", exc)
 
 
 def stop_session(spark) -> None:

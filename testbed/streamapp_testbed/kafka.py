@@ -25,6 +25,9 @@ class KafkaBroker:
 
     Auto-creation of topics stays on (Kafka's default) so that a producer in a demo just works;
     tests that need a partition count create their topics explicitly.
+
+    ``stop()`` then ``start()`` brings the same broker back: same ports, same cluster id, same data
+    directory, so clients reconnect to the address they had and find their topics and offsets.
     """
 
     def __init__(self, workdir: Path, java: str = "java", heap: str = "512m", host: str = "127.0.0.1"):
@@ -36,6 +39,7 @@ class KafkaBroker:
         self.heap = heap
         self.port = free_port()
         self.controller_port = free_port()
+        self.cluster_id = uuid.uuid4().hex[:22]
         self.proc: ManagedProcess | None = None
 
     @property
@@ -89,8 +93,8 @@ class KafkaBroker:
     def start(self, timeout: float = 90) -> "KafkaBroker":
         self.workdir.mkdir(parents=True, exist_ok=True)
         config = self._write_config()
-        cluster_id = uuid.uuid4().hex[:22]
-        run(self._java("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config), "--ignore-formatted"))
+        # --ignore-formatted: on a restart the data directory is kept as it is.
+        run(self._java("kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(config), "--ignore-formatted"))
         self.proc = ManagedProcess("kafka", self._java("kafka.Kafka", str(config)), self.workdir / "kafka.log").start()
         self.proc.wait_until(self._ready, timeout, "a broker answering metadata requests")
         return self

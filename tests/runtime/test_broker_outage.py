@@ -1,0 +1,138 @@
+"""A broker that goes away mid-run: `streamapp run` waits, says so, and carries on when it is back.
+
+The test stops a Kafka broker of its own (the session broker stays up for the other tests) while the
+app runs, waits until the runtime has tried twice, starts the broker again on the same port and data
+directory, produces more, and checks that the per-user totals cover every record exactly once.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rt_helpers import consume, produce
+from streamapp_testbed.kafka import KafkaBroker
+from streamapp_testbed.kafka_admin import create_topic
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+REPO = Path(__file__).resolve().parents[2]
+USERS = [f"u{i}" for i in range(7)]
+
+
+@pytest.fixture
+def own_kafka(tmp_path):
+    broker = KafkaBroker(tmp_path / "kafka")
+    try:
+        yield broker.start()
+    finally:
+        broker.stop()
+
+
+def manifest(name: str, topic: str, out: str) -> dict:
+    return {"apiVersion": "streamapp.io/v1alpha1", "kind": "StreamApp", "metadata": {"name": name}, "spec": {
+        # Shorter than Kafka's 60 s API timeout so that Spark notices the outage within ~30 s and the
+        # test stays short; docs/runtime.md gives the timings with the defaults.
+        "kafka": {"bootstrapServers": "unused:9092", "options": {"default.api.timeout.ms": "10000",
+                                                                 "request.timeout.ms": "5000"}},
+        "sources": [{"name": "events", "topic": topic, "schema": {"id": "string", "user": "string", "n": "long"},
+                     "maxOffsetsPerTrigger": 50}],
+        "streams": [{"name": "totals", "from": "events", "emit": "updates", "steps": [
+            {"aggregate": {"groupBy": ["user"], "columns": {"events": "count(*)", "total": "sum(n)"}}}]}],
+        "sinks": [{"from": "totals", "kafka": {"topic": out, "key": "user"}}],
+    }}
+
+
+def records(start: int, count: int) -> list[tuple[str, dict]]:
+    return [(f"k{i}", {"id": f"e{i}", "user": USERS[i % len(USERS)], "n": i}) for i in range(start, start + count)]
+
+
+def expected_totals(sent: list[tuple[str, dict]]) -> dict[str, tuple[int, int]]:
+    events, total = Counter(), Counter()
+    for _, value in sent:
+        events[value["user"]] += 1
+        total[value["user"]] += value["n"]
+    return {user: (events[user], total[user]) for user in events}
+
+
+def latest_totals(bootstrap: str, topic: str) -> dict[str, tuple[int, int]]:
+    """The last value written per user (update mode: each batch rewrites the users it touched)."""
+    latest = {}
+    for record in consume(bootstrap, topic, timeout=30, idle=3):
+        latest[record["key"]] = (record["value"]["events"], record["value"]["total"])
+    return latest
+
+
+def wait_for(what: str, predicate, proc: subprocess.Popen, log: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert proc.poll() is None, f"streamapp run exited ({proc.returncode}) while waiting for {what}:\n{log.read_text()[-4000:]}"
+        assert time.monotonic() < deadline, f"no {what} after {timeout:.0f}s:\n{log.read_text()[-4000:]}"
+        time.sleep(1)
+
+
+def metric(port: int, name: str, query: str) -> float:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+              if line.startswith(name + "{") and f'query="{query}"' in line]
+    return sum(values)
+
+
+def test_broker_down_mid_run_is_waited_out_and_nothing_is_lost(own_kafka, names, tmp_path):
+    topic, out = names("events"), names("totals")
+    create_topic(own_kafka.bootstrap, topic, partitions=2)
+    create_topic(own_kafka.bootstrap, out, partitions=1)
+    first, second = records(0, 300), records(300, 200)
+    produce(own_kafka.bootstrap, topic, first)
+    app_name = names("app")[:40].rstrip("-")
+    path, log = tmp_path / "app.yaml", tmp_path / "run.log"
+    path.write_text(yaml.safe_dump(manifest(app_name, topic, out)))
+    command = [sys.executable, "-m", "streamapp_api", "run", str(path), "--kafka", own_kafka.bootstrap,
+               "--checkpoint", str(tmp_path / "checkpoint"), "--metrics-port", "0"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(REPO / p) for p in ("crds", "apps", "testbed"))}
+    proc = subprocess.Popen(command, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_for("totals of the first records", lambda: latest_totals(own_kafka.bootstrap, out) == expected_totals(first),
+                 proc, log, timeout=300)
+        own_kafka.stop()
+        # The first restart finds the broker still down: the second wait is longer.
+        wait_for("a second attempt", lambda: "attempt 2, next try in 10s" in log.read_text(), proc, log, timeout=400)
+        own_kafka.start()
+        produce(own_kafka.bootstrap, topic, second)
+        want = expected_totals(first + second)
+        wait_for("totals of all records", lambda: latest_totals(own_kafka.bootstrap, out) == want, proc, log, timeout=400)
+
+        text = log.read_text()
+        waiting = [line for line in text.splitlines() if "lost Kafka" in line]
+        # Both the sink's query and the dead-letter query lose the broker; each says so.
+        assert any(re.search(r"query totals-\S+ lost Kafka \(.+\); attempt 1, next try in 5s from its checkpoint", line)
+                   for line in waiting), waiting
+        assert "restarted query totals-" in text
+        assert text.count("Connection to node") < 5  # Kafka's per-second warnings are quieted
+        port = int(re.search(r"metrics and health on :(\d+)", text).group(1))
+        query = re.search(r"restarted query (totals-\S+)", text).group(1)
+        assert metric(port, "streamapp_query_restarts_total", query) == 2
+
+        # A second outage: the query made progress since, so it starts again at attempt 1; SIGTERM
+        # while it waits ends the run at once, with exit code 0.
+        seen = text.count("attempt 1, next try in 5s")
+        own_kafka.stop()
+        wait_for("the second outage", lambda: log.read_text().count("attempt 1, next try in 5s") > seen, proc, log,
+                 timeout=400)
+        began = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(120) == 0, log.read_text()[-4000:]
+        assert time.monotonic() - began < 60
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
