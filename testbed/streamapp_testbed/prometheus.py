@@ -15,11 +15,14 @@ from .process import ManagedProcess, free_port
 
 
 class Prometheus:
-    def __init__(self, workdir: Path, scrape_interval: str = "1s"):
+    def __init__(self, workdir: Path, scrape_interval: str = "1s", scrape_configs: list[dict] | None = None):
+        """`scrape_configs`: whole scrape configs written as given (e.g. Kubernetes service discovery),
+        after the static jobs of `scrape()`."""
         self.workdir = workdir
         self.port = free_port()
         self.scrape_interval = scrape_interval
         self.jobs: dict[str, list[str]] = {}
+        self.scrape_configs = list(scrape_configs or [])
         self.proc: ManagedProcess | None = None
 
     @property
@@ -31,7 +34,7 @@ class Prometheus:
             "global": {"scrape_interval": self.scrape_interval, "evaluation_interval": self.scrape_interval},
             "scrape_configs": [
                 {"job_name": job, "static_configs": [{"targets": targets}]} for job, targets in sorted(self.jobs.items())
-            ],
+            ] + self.scrape_configs,
         }
         path = self.workdir / "prometheus.yml"
         path.write_text(yaml.safe_dump(config))

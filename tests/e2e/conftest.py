@@ -5,7 +5,11 @@
 * ``kind`` (``make e2e-kind``): the kind cluster of KUBECONFIG; Kafka and Postgres of the test bed
   run on this machine at the kind network's gateway address (STREAMAPP_E2E_HOST).
 
-Without STREAMAPP_E2E_CLUSTER these tests are not collected: `make test` has no e2e stage yet.
+Without STREAMAPP_E2E_CLUSTER these tests are not collected (`make e2e`/`make e2e-kind` set it).
+
+Session fixtures: the cluster, a real Prometheus (Debian's) scraping it through the chart's
+PodMonitor and ServiceMonitor (e2e_monitors.py) for the whole session, and the operator installed
+by its Helm chart.
 """
 
 from __future__ import annotations
@@ -123,3 +127,50 @@ def e2e_cluster(tmp_path_factory) -> Iterator[E2ECluster]:
     finally:
         kafka.stop()
         pg.stop()
+
+
+@pytest.fixture(scope="session")
+def prometheus(e2e_cluster, tmp_path_factory):
+    """Started before the operator, so it sees every pod of the session."""
+    from e2e_clicks import NS, REPO
+    from e2e_monitors import Discovery, scrape_configs
+    from streamapp_testbed.prometheus import Prometheus
+
+    c = e2e_cluster
+    rendered = c.helm("template", "streamapp", str(REPO / "charts" / "streamapp-operator"), "-n", NS,
+                      "--set", f"watchNamespaces={{{NS}}}", "--set", "podMonitor.enabled=true",
+                      "--set", "serviceMonitor.enabled=true", "--set", "podMonitor.interval=5s",
+                      "--set", "serviceMonitor.interval=5s").stdout  # fmt: skip
+    workdir = tmp_path_factory.mktemp("prometheus")
+    configs, watches = scrape_configs([d for d in yaml.safe_load_all(rendered) if d], c.kubeconfig, workdir,
+                                      through_api_server=c.mode == "kind")
+    assert {cfg["job_name"].split("/")[0] for cfg in configs} == {"podMonitor", "serviceMonitor"}
+    discovery = Discovery(c.kubectl, watches).start()
+    prom = Prometheus(workdir, scrape_interval="5s", scrape_configs=configs)
+    prom.monitor_jobs = sorted({rule["replacement"] for cfg in configs for rule in cfg["relabel_configs"]
+                                if rule.get("target_label") == "job"})
+    try:
+        prom.start()
+        yield prom
+    finally:
+        prom.stop()
+        discovery.stop()
+
+
+@pytest.fixture(scope="session")
+def operator(e2e_cluster, prometheus):
+    """The operator installed by its chart into the e2e namespace (removed with everything after)."""
+    from e2e_clicks import NS, REPO, RUN
+
+    c = e2e_cluster
+    c.kubectl("create", "namespace", NS, check=False)
+    c.helm("upgrade", "--install", "streamapp", str(REPO / "charts" / "streamapp-operator"), "-n", NS,
+           "--set", f"watchNamespaces={{{NS}}}", "--set", "operator.scaleDebounce=5", "--set", "operator.resync=10",
+           "--wait", "--timeout", "5m")  # fmt: skip
+    try:
+        yield c
+    finally:
+        c.kubectl("delete", "streamapps", "--all", "-n", NS, "--wait=true", "--timeout=120s", check=False)
+        c.helm("uninstall", "streamapp", "-n", NS)
+        c.kubectl("delete", "namespace", NS, "--wait=true", "--timeout=120s", check=False)
+        c.kubectl("delete", "pv", f"streamapp-e2e-{RUN}", "--wait=false", check=False)

@@ -1,117 +1,45 @@
-"""click-sessions on a real cluster: the operator installed by its Helm chart, the example applied,
-generated clicks produced to Kafka; the driver and executor pods really run Spark."""
+"""click-sessions on a real cluster, one app through a whole life: the operator installed by its
+Helm chart, the example applied, generated clicks produced to Kafka in rounds; the driver and
+executor pods really run Spark. After every disruption — the driver pod force-deleted, the driver's
+JVM killed with SIGKILL inside the pod, suspend and resume, partitions added, `kubectl scale` —
+a new round of clicks is produced and both sinks (the output topic and the Postgres table) must
+hold exactly the windows a correct run gives for every click so far: a new driver resumed from
+the same checkpoint and lost nothing. A real Prometheus scraped everything meanwhile.
+
+The tests run in order and build on each other (one app, to keep the time reasonable)."""
 
 from __future__ import annotations
 
-import json
-import os
-import time
-from collections import defaultdict
-from datetime import timedelta
-from pathlib import Path
+import re
 
 import pytest
-import yaml
 
-from streamapp_runtime import clickstream
+from e2e_clicks import (APP, CLASS, LATE, MALFORMED, NS, PG_SECRET, REPO, RUN, TOPIC, VERSION, app_object,
+                        executors_follow, manifest, new_driver, outputs_exact, produce, round_events, running,
+                        wait_for)  # fmt: skip
 from streamapp_testbed import kafka_admin
 
-REPO = Path(__file__).resolve().parents[2]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
-NS = "streamapp-e2e"
-CLASS = "streamapp-e2e"
-VERSION = "0.1.0"
-RUN = os.urandom(3).hex()  # topics, volume: fresh names on a cluster (and Kafka) that may be reused
-TOPIC, OUT = f"clickstream-{RUN}", f"session-summaries-{RUN}"
+SENT: list = []  # every valid click produced so far, in order
 
 
-def wait_for(what: str, check, timeout: float = 300, every: float = 2.0):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-            if last:
-                return last
-        except Exception as exc:  # not there yet
-            last = exc
-        time.sleep(every)
-    raise AssertionError(f"no {what} after {timeout:.0f}s (last: {last!r})")
+def produce_round(c, n: int, extra: tuple[str, ...] = ()) -> None:
+    events = round_events(n)
+    produce(c.kafka_bootstrap, events, extra)
+    SENT.extend(events)
 
 
-def pods(cluster, component: str) -> list[dict]:
-    out = cluster.kubectl("get", "pods", "-n", NS, "-l", f"streamapp.io/component={component}", "-o", "json")
-    return json.loads(out.stdout)["items"]
+def assert_outputs_exact(c, timeout: float = 600) -> None:
+    wait_for("output topic and table equal to the expected windows", lambda: outputs_exact(c, SENT),
+             timeout=timeout, every=5)
 
 
-def running(cluster, component: str) -> list[dict]:
-    return [p for p in pods(cluster, component) if p["status"].get("phase") == "Running"]
+def driver_uid(c) -> str:
+    return running(c, "driver")[0]["metadata"]["uid"]
 
 
-@pytest.fixture(scope="module")
-def operator(e2e_cluster):
-    c = e2e_cluster
-    c.kubectl("create", "namespace", NS, check=False)
-    c.helm("upgrade", "--install", "streamapp", str(REPO / "charts" / "streamapp-operator"), "-n", NS,
-           "--set", f"watchNamespaces={{{NS}}}", "--set", "operator.scaleDebounce=5", "--wait", "--timeout", "5m")
-    yield c
-    c.kubectl("delete", "streamapps", "--all", "-n", NS, "--wait=true", "--timeout=120s", check=False)
-    c.helm("uninstall", "streamapp", "-n", NS)
-    c.kubectl("delete", "namespace", NS, "--wait=true", "--timeout=120s", check=False)
-    c.kubectl("delete", "pv", f"streamapp-e2e-{RUN}", "--wait=false", check=False)
-
-
-def app_manifest(c) -> dict:
-    app = yaml.safe_load((REPO / "examples" / "click-sessions.yaml").read_text())
-    app["metadata"]["namespace"] = NS
-    spec = app["spec"]
-    spec["kafka"]["bootstrapServers"] = c.kafka_bootstrap
-    spec["sources"][0]["topic"] = TOPIC
-    spec["sinks"] = [s for s in spec["sinks"] if "kafka" in s]  # Postgres: the operator does not pass its URI yet
-    spec["sinks"][0]["kafka"]["topic"] = OUT
-    spec["state"]["checkpoint"] = {"size": "1Gi", "accessModes": ["ReadWriteMany"], "storageClassName": CLASS}
-    spec["driver"] = {"cores": 1, "memory": "1g"}
-    spec["executor"] = {"cores": 1, "memory": "1g"}
-    # A 2-core node: executors ask for a quarter of a core.
-    spec["sparkConf"] = {"spark.kubernetes.executor.request.cores": "250m"}
-    spec["trigger"] = "5s"
-    return app
-
-
-def expected(events: list[clickstream.Click]) -> dict:
-    """(session_id, window_start iso) -> (clicks, page_views, time_spent) of every closed window."""
-    watermark = max(e.ts for e in events) - timedelta(seconds=30)
-    acc = defaultdict(lambda: [0, 0, 0])
-    for e in events:
-        if e.event in ("click", "page_view"):
-            row = acc[(e.session_id, e.uuid, e.ts.replace(second=0, microsecond=0))]
-            row[0] += e.event == "click"
-            row[1] += e.event == "page_view"
-            row[2] += e.time_spent
-    return {(s, clickstream.iso(w).replace("000Z", "Z")): tuple(v)
-            for (s, _, w), v in acc.items() if w + timedelta(minutes=1) <= watermark}
-
-
-def summaries(c) -> dict:
-    out = {}
-    for _, value in kafka_admin.consume_all(c.kafka_bootstrap, OUT, timeout=20):
-        v = json.loads(value)
-        out[(v["session_id"], v["window_start"])] = (v["clicks"], v["page_views"], v["time_spent"])
-    return out
-
-
-def covers(c, want: dict):
-    got = summaries(c)
-    missing = {k for k in want if k not in got}
-    return not missing and {k: got[k] for k in want} == want or f"{len(missing)} of {len(want)} windows missing"
-
-
-EVENTS = clickstream.generate(seed=7, users=30, minutes=3)
-MORE = clickstream.generate(seed=8, users=30, minutes=3, start=clickstream.START + timedelta(minutes=3))
-
-
-def test_click_sessions_runs_on_driver_and_executor_pods(operator):
+def test_runs_on_driver_and_executor_pods_and_both_sinks_are_exact(operator):
     c = operator
     c.apply({
         "apiVersion": "v1", "kind": "PersistentVolume",
@@ -119,25 +47,99 @@ def test_click_sessions_runs_on_driver_and_executor_pods(operator):
         "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"], "storageClassName": CLASS,
                  "persistentVolumeReclaimPolicy": "Retain",
                  "hostPath": {"path": c.volume_dir(RUN), "type": "Directory"}},
+    }, {
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": PG_SECRET, "namespace": NS},
+        "stringData": {"uri": c.postgres_dsn},
     })  # fmt: skip
     kafka_admin.create_topic(c.kafka_bootstrap, TOPIC, partitions=2)
-    kafka_admin.produce(c.kafka_bootstrap, TOPIC, ((e.session_id, e.to_json()) for e in EVENTS))
-    c.apply(app_manifest(c))
+    produce_round(c, 0, extra=(MALFORMED,))
+    c.apply(manifest(c.kafka_bootstrap))
 
     driver = wait_for("running driver pod", lambda: running(c, "driver"), timeout=600)
-    executors = wait_for("running executor pod", lambda: running(c, "executor"), timeout=600)
-    assert executors[0]["spec"]["containers"][0]["image"].endswith(f"streamapp/runtime:{VERSION}")
     assert driver[0]["spec"]["nodeName"]
-    wait_for("every closed window in session-summaries", lambda: covers(c, expected(EVENTS)) is True,
-             timeout=900, every=10)
+    # 2 partitions, 1 core per executor: 2 executors, started by the driver from the runtime image.
+    wait_for("2 executors", lambda: executors_follow(c, 2), timeout=600)
+    assert {p["spec"]["containers"][0]["image"] for p in running(c, "executor")} == {f"streamapp/runtime:{VERSION}"}
+    assert_outputs_exact(c, timeout=900)
 
 
 def test_driver_pod_force_deleted_new_driver_resumes_from_the_checkpoint(operator):
     c = operator
-    old = running(c, "driver")[0]["metadata"]["uid"]
-    c.kubectl("delete", "pod", "-n", NS, "-l", "streamapp.io/component=driver", "--grace-period=0", "--force")
-    wait_for("a new running driver", lambda: [p for p in running(c, "driver") if p["metadata"]["uid"] != old],
-             timeout=600)
-    kafka_admin.produce(c.kafka_bootstrap, TOPIC, ((e.session_id, e.to_json()) for e in MORE))
-    wait_for("every closed window of both runs", lambda: covers(c, expected(EVENTS + MORE)) is True,
-             timeout=900, every=10)
+    old = driver_uid(c)
+    c.kubectl("delete", "pod", "-n", NS, "-l", f"streamapp.io/app={APP},streamapp.io/component=driver",
+              "--grace-period=0", "--force")  # fmt: skip
+    produce_round(c, 1)  # while no driver runs
+    wait_for("a new running driver", lambda: new_driver(c, old), timeout=600)
+    assert_outputs_exact(c)
+    assert app_object(c)["status"]["lastRestart"]["reason"] == "DriverDeleted"
+
+
+def test_driver_jvm_killed_inside_the_pod_new_driver_resumes_from_the_checkpoint(operator):
+    c = operator
+    pod = running(c, "driver")[0]
+    old, restarts = pod["metadata"]["uid"], app_object(c)["status"].get("restarts", 0)
+    # SIGKILL to the JVM (what the kernel's OOM killer would pick). PID 1 is the Python driver,
+    # which a signal from inside its own PID namespace cannot SIGKILL.
+    c.kubectl("exec", "-n", NS, pod["metadata"]["name"], "-c", "driver", "--",
+              "sh", "-c", "kill -9 $(pgrep -x java)")  # fmt: skip
+    produce_round(c, 2)
+    wait_for("a new running driver", lambda: new_driver(c, old), timeout=600)
+    status = app_object(c)["status"]
+    assert status["restarts"] == restarts + 1
+    assert status["lastRestart"]["reason"] == "DriverFailed" and status["lastRestart"].get("exitCode") not in (None, 0)
+    assert_outputs_exact(c)
+
+
+def test_suspend_stops_every_pod_and_resume_continues_from_the_checkpoint(operator):
+    c = operator
+    old = driver_uid(c)
+    c.kubectl("patch", "streamapp", APP, "-n", NS, "--type=merge", "-p", '{"spec": {"suspend": true}}')
+    wait_for("a suspended app without pods",
+             lambda: app_object(c)["status"].get("phase") == "Suspended"
+             and not running(c, "driver") and not running(c, "executor"), timeout=300)  # fmt: skip
+    produce_round(c, 3)  # while suspended
+    c.kubectl("patch", "streamapp", APP, "-n", NS, "--type=merge", "-p", '{"spec": {"suspend": false}}')
+    wait_for("a new running driver", lambda: new_driver(c, old), timeout=600)
+    assert_outputs_exact(c)
+
+
+def test_executors_follow_partitions_added_to_the_source_topic(operator):
+    c = operator
+    kafka_admin.add_partitions(c.kafka_bootstrap, TOPIC, 3)
+    wait_for("3 executors", lambda: executors_follow(c, 3), timeout=600)
+    assert app_object(c)["status"]["partitions"] == 3
+    produce_round(c, 4)  # now spread over 3 partitions
+    assert_outputs_exact(c)
+
+
+def test_executors_follow_kubectl_scale(operator):
+    c = operator
+    c.kubectl("scale", "streamapp", APP, "-n", NS, "--replicas=1")
+    assert app_object(c)["spec"]["executors"] == 1
+    wait_for("1 executor", lambda: executors_follow(c, 1), timeout=600)
+    produce_round(c, 5, extra=(LATE.to_json(),))  # LATE is behind the watermark: dropped, counted
+    assert_outputs_exact(c)
+
+
+def dashboard_metrics() -> set[str]:
+    text = (REPO / "charts" / "streamapp-operator" / "dashboards" / "streamapp.json").read_text()
+    return set(re.findall(r"\b(streamapp_[a-z_]+)\{", text))
+
+
+def test_prometheus_scraped_operator_and_driver_and_has_every_dashboard_metric(operator, prometheus):
+    # Both monitors' targets answered during the session (the driver's through its restarts).
+    for job in prometheus.monitor_jobs:
+        assert prometheus.query(f'max_over_time(up{{job="{job}"}}[1h]) == 1'), (job, prometheus.targets())
+    names = dashboard_metrics()
+    assert len(names) >= 12
+    missing = {}
+    for name in sorted(names):
+        # Over the whole session: counters of an earlier driver (late rows, dead letters) count too.
+        if not prometheus.query(f'last_over_time({name}{{namespace="{NS}", app="{APP}"}}[1h])'):
+            missing[name] = prometheus.query(f"count by (namespace, app, job) (last_over_time({name}[1h]))")
+    assert not missing, f"dashboard metrics without a series for {NS}/{APP}: {missing}"
+    for name in ("streamapp_dead_letter_records_total", "streamapp_late_rows_dropped_total"):
+        assert prometheus.query(f'last_over_time({name}{{namespace="{NS}", app="{APP}"}}[1h]) >= 1'), name
+    restarts = prometheus.query(
+        f'max(last_over_time(streamapp_operator_driver_restarts_total{{namespace="{NS}", app="{APP}"}}[1h]))')
+    assert float(restarts[0]["value"][1]) >= 2  # the force-deleted and the killed driver
