@@ -34,6 +34,10 @@ def main(argv: list[str] | None = None) -> int:
     from .decide.world import Settings
     from .report import metrics
 
+    if os.environ.get("STREAMAPP_OPERATOR_TRACEMALLOC"):
+        from .report.memory import trace_to
+
+        trace_to(os.environ["STREAMAPP_OPERATOR_TRACEMALLOC"])
     kopf.configure(verbose=args.verbose)
     logging.getLogger("kubernetes").setLevel(logging.WARNING)
     handlers.RECONCILER.resync = args.resync

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, wait
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 from kubernetes import client, config
@@ -24,6 +26,8 @@ API_VERSIONS = {"Role": "rbac.authorization.k8s.io/v1", "RoleBinding": "rbac.aut
                 "StreamApp": f"{GROUP}/{VERSION}"}
 MERGE = "application/merge-patch+json"
 TIMEOUT = 30
+FAN_OUT = 32  # requests of all reconciles in flight at once (Kube.gather)
+T = TypeVar("T")
 
 
 class ApiError(Exception):
@@ -41,16 +45,21 @@ class Conflict(ApiError):
     pass
 
 
-def load_config(config_file: str | None = None, context: str | None = None) -> client.ApiClient:
-    """In-cluster credentials, else the kubeconfig (``config_file``, else $KUBECONFIG as it is now)."""
+def load_config(config_file: str | None = None, context: str | None = None, pool_size: int | None = None) -> client.ApiClient:
+    """In-cluster credentials, else the kubeconfig (``config_file``, else $KUBECONFIG as it is now).
+    ``pool_size``: connections kept open to the API server (one per thread that calls at once)."""
     if config_file is None and context is None:
         try:
             configuration = client.Configuration()
+            if pool_size:
+                configuration.connection_pool_maxsize = pool_size
             config.load_incluster_config(client_configuration=configuration)
             return client.ApiClient(configuration)
         except config.ConfigException:
             pass
     configuration = client.Configuration()
+    if pool_size:
+        configuration.connection_pool_maxsize = pool_size
     config.load_kube_config(config_file=config_file or os.environ.get("KUBECONFIG"), context=context,
                             client_configuration=configuration)
     return client.ApiClient(configuration)
@@ -68,8 +77,18 @@ def path(kind: str, namespace: str | None, name: str | None = None, subresource:
 
 
 class Kube:
-    def __init__(self, api_client: client.ApiClient | None = None):
+    def __init__(self, api_client: client.ApiClient | None = None, fan_out: int = FAN_OUT):
         self.client = api_client or load_config()
+        self._pool = ThreadPoolExecutor(fan_out, thread_name_prefix="kube") if fan_out > 1 else None
+
+    def gather(self, calls: list[Callable[[], T]]) -> list[T]:
+        """Independent requests sent at once; their results in order (the first error is raised once all
+        have finished). A reconcile waits for the slowest of them rather than for their sum."""
+        if self._pool is None or len(calls) < 2:
+            return [call() for call in calls]
+        futures = [self._pool.submit(call) for call in calls]
+        wait(futures)
+        return [future.result() for future in futures]
 
     def request(self, method: str, url_path: str, body: Any = None, query: dict | None = None,
                 content_type: str = "application/json", timeout: float = TIMEOUT) -> Any:

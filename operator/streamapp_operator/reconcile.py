@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from . import names
 from .act.apply import execute
 from .decide.plan import plan as decide
-from .decide.world import Memory, Observed, Plan, Progress, Settings
+from .decide.world import Driver, Memory, Observed, Plan, Progress, Settings
 from .kubeapi import Kube
 from .observe import kafka as kafka_observe
 from .observe import kube as kube_observe
@@ -25,9 +25,22 @@ from .report import events, metrics
 class Outcome:
     plan: Plan | None
     done: list[str] = field(default_factory=list)
+    driver: Driver | None = None  # the driver pod as this reconcile saw it
+    children: dict | None = None  # kube_observe.remembered: children it saw and left as they were
 
 
-def observe(kube: Kube, body: dict) -> Observed:
+@dataclass
+class Caches:
+    """What reconciles share instead of asking again each time: partition counts per Kafka cluster and
+    the driver's progress as last read in the background. Without them, both are read now."""
+
+    partitions: kafka_observe.PartitionCache | None = None
+    progress: metrics_observe.ProgressCache | None = None
+
+
+def observe(kube: Kube, body: dict, caches: Caches | None = None, known: dict | None = None) -> Observed:
+    """``known``: children (but the ConfigMap) as remembered from a recent reconcile, not read again."""
+    caches = caches or Caches()
     meta = body["metadata"]
     namespace, name = meta["namespace"], meta["name"]
     app, issues = kube_observe.checked_app(body)
@@ -35,20 +48,28 @@ def observe(kube: Kube, body: dict) -> Observed:
                   status=dict(body.get("status") or {}))
     if app is None:
         return Observed(app=None, issues=tuple(issues), **common)
-    children = kube_observe.children(kube, namespace, name)
-    driver = kube_observe.driver(kube.get("Pod", namespace, names.driver_pod(name)))
-    progress = metrics_observe.observe(driver.ip) if driver.pod.state == "running" else Progress()
-    secret = kube_observe.kafka_secret(kube, namespace, app)
+    # Everything else the decision reads, asked at once: the children, the driver pod, the Kafka Secret.
+    reads = kube_observe.child_reads(kube, namespace, name, known)
+    *found, pod, secret = kube.gather([*reads.values(), lambda: kube.get("Pod", namespace, names.driver_pod(name)),
+                                       lambda: kube_observe.kafka_secret(kube, namespace, app)])
+    children = {**(known or {}), **dict(zip(reads, found))}
+    driver = kube_observe.driver(pod)
+    if driver.pod.state != "running":
+        progress = Progress()
+    elif caches.progress is not None:
+        progress = caches.progress.latest((namespace, name), driver.uid)
+    else:
+        progress = metrics_observe.observe(driver.ip)
     return Observed(
         app=app, children=children,
         applied=kube_observe.applied(children.get(f"ConfigMap/{names.config_map(name)}")),
-        driver=driver, kafka=kafka_observe.observe(app, secret, secret_missing=secret is None),
+        driver=driver, kafka=kafka_observe.observe(app, secret, secret_missing=secret is None, cache=caches.partitions),
         progress=progress, **common,
     )
 
 
 def reconcile(kube: Kube, namespace: str, name: str, settings: Settings, memory: Memory,
-              now: datetime | None = None) -> Outcome:
+              now: datetime | None = None, caches: Caches | None = None, known: dict | None = None) -> Outcome:
     started = time.monotonic()
     result = "error"
     try:
@@ -57,7 +78,7 @@ def reconcile(kube: Kube, namespace: str, name: str, settings: Settings, memory:
             metrics.forget(namespace, name)
             result = "gone"
             return Outcome(None)
-        obs = observe(kube, body)
+        obs = observe(kube, body, caches, known)
         moment = now or datetime.now(timezone.utc)
         plan = decide(obs, settings, memory, moment)
         done = execute(kube, obs, plan)
@@ -66,7 +87,8 @@ def reconcile(kube: Kube, namespace: str, name: str, settings: Settings, memory:
         result = "invalid" if obs.app is None else ("changed" if done else "unchanged")
         metrics.record(namespace, name, result, time.monotonic() - started, plan.status.get("phase"),
                        plan.restarted, plan.desired_executors, obs.kafka.partitions)
-        return Outcome(plan, done)
+        untouched = not any(c["kind"] != "ConfigMap" for c in (*plan.create, *plan.patch))
+        return Outcome(plan, done, obs.driver, kube_observe.remembered(obs.children) if untouched and obs.app else None)
     finally:
         if result == "error":
             metrics.record(namespace, name, result, time.monotonic() - started)

@@ -51,3 +51,31 @@ def test_unreachable_broker_is_an_error_within_the_timeout():
 def test_missing_credentials_secret_is_an_error_without_contacting_kafka(kafka):
     seen = observe(_app(kafka.bootstrap, ["x"]), secret_missing=True)
     assert seen.error and "not found" in seen.error
+
+
+def test_one_cache_per_cluster_reads_new_topics_at_once_and_new_partitions_after_max_age(kafka):
+    from streamapp_operator.observe.kafka import PartitionCache
+    from streamapp_testbed.kafka_admin import add_partitions
+
+    a, later = unique("a"), unique("later")
+    create_topic(kafka.bootstrap, a, partitions=2)
+    cache = PartitionCache(max_age=3, min_age=0.5)
+    assert observe(_app(kafka.bootstrap, [a]), cache=cache).partitions == 2
+    create_topic(kafka.bootstrap, later, partitions=4)
+    time.sleep(0.6)
+    assert observe(_app(kafka.bootstrap, [later]), cache=cache).partitions == 4  # missing: read again at once
+    add_partitions(kafka.bootstrap, a, 5)
+    assert observe(_app(kafka.bootstrap, [a]), cache=cache).partitions == 2  # still fresh: the cached count
+    time.sleep(3)
+    assert observe(_app(kafka.bootstrap, [a]), cache=cache).partitions == 5
+
+
+def test_an_unreachable_broker_is_an_error_the_cache_keeps_for_min_age():
+    from streamapp_operator.observe.kafka import PartitionCache
+
+    cache = PartitionCache(max_age=60, min_age=0.2, timeout=1)
+    app = _app(f"127.0.0.1:{free_port()}", ["x"])
+    started = time.monotonic()
+    first, second = observe(app, cache=cache), observe(app, cache=cache)
+    assert first.error and "unreachable" in first.error and second.error == first.error
+    assert time.monotonic() - started < 5  # the second answer came from the cache

@@ -8,6 +8,7 @@ every child it needs, and only ever with create-if-absent: its fixed name is the
 from __future__ import annotations
 
 import logging
+from functools import partial
 
 from .. import names
 from ..decide.world import Observed, Plan
@@ -22,12 +23,12 @@ def execute(kube: Kube, obs: Observed, plan: Plan) -> list[str]:
     done: list[str] = []
     if plan.status_first and write_status(kube, obs, plan.status):
         done.append("status")
-    for obj in plan.create:
-        if kube.create(obj):
-            done.append(f"created {obj['kind']}/{obj['metadata']['name']}")
-    for patch in plan.patch:
-        kube.patch(patch)
-        done.append(f"patched {patch['kind']}/{patch['metadata']['name']}")
+    # The children do not depend on one another: created and patched at once, all before the driver.
+    creates = [partial(lambda obj: kube.create(obj), obj) for obj in plan.create]
+    patches = [partial(lambda patch: kube.patch(patch), patch) for patch in plan.patch]
+    results = kube.gather(creates + patches)
+    done += [f"created {obj['kind']}/{obj['metadata']['name']}" for obj, made in zip(plan.create, results) if made]
+    done += [f"patched {patch['kind']}/{patch['metadata']['name']}" for patch in plan.patch]
     pod_name = names.driver_pod(obs.name)
     if plan.driver == "create" and plan.driver_pod is not None:
         if kube.create(plan.driver_pod):

@@ -1,6 +1,17 @@
-"""Partition counts of an app's input topics, read with the Kafka AdminClient (bounded by timeouts)."""
+"""Partition counts of an app's input topics, read with the Kafka AdminClient (bounded by timeouts).
+
+``PartitionCache`` is what the operator uses: one AdminClient per cluster (bootstrap servers and
+client options), its topic metadata kept for ``max_age`` seconds (the resync interval), so a
+thousand apps on one cluster cost one metadata request per interval rather than one client each. A
+topic an app names that the cached metadata lacks is looked up again at once (it may just have been
+created), at most once per ``min_age``.
+"""
 
 from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
@@ -10,20 +21,76 @@ from streamapp_api import StreamApp
 from ..decide.world import Kafka
 
 TIMEOUT = 5.0
+IDLE = 600.0  # a cluster no app has asked about for this long loses its client
+
+
+def client_conf(bootstrap: str, options: dict[str, str] | None, timeout: float) -> dict:
+    conf = {"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout * 1000),
+            "socket.connection.setup.timeout.ms": int(timeout * 1000), "log_level": 3}
+    conf.update({k: v for k, v in (options or {}).items() if k.startswith(("security.", "sasl.", "ssl."))})
+    return conf
+
+
+def _counts(admin: AdminClient, timeout: float) -> dict[str, int]:
+    metadata = admin.list_topics(timeout=timeout)
+    return {name: len(topic.partitions) for name, topic in metadata.topics.items() if topic.error is None}
 
 
 def topic_partitions(bootstrap: str, options: dict[str, str] | None = None, timeout: float = TIMEOUT) -> dict[str, int]:
     """Every topic's partition count (metadata of all topics: never auto-creates one)."""
-    conf = {"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout * 1000),
-            "socket.connection.setup.timeout.ms": int(timeout * 1000), "log_level": 3}
-    conf.update({k: v for k, v in (options or {}).items() if k.startswith(("security.", "sasl.", "ssl."))})
-    metadata = AdminClient(conf).list_topics(timeout=timeout)
-    return {name: len(topic.partitions) for name, topic in metadata.topics.items() if topic.error is None}
+    return _counts(AdminClient(client_conf(bootstrap, options, timeout)), timeout)
+
+
+@dataclass
+class _Cluster:
+    admin: AdminClient | None = None
+    counts: dict[str, int] | None = None
+    error: str | None = None
+    read_at: float = float("-inf")
+    used_at: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class PartitionCache:
+    """Topic partition counts per Kafka cluster, shared by every reconcile thread."""
+
+    def __init__(self, max_age: float = 30.0, min_age: float = 1.0, timeout: float = TIMEOUT):
+        self.max_age, self.min_age, self.timeout = max_age, min_age, timeout
+        self._clusters: dict[tuple, _Cluster] = {}
+        self._lock = threading.Lock()
+
+    def counts(self, bootstrap: str, options: dict[str, str], wanted: list[str]) -> dict[str, int]:
+        """Partition counts (raises what the AdminClient raises, for ``observe`` to report)."""
+        conf = client_conf(bootstrap, options, self.timeout)
+        key = tuple(sorted(conf.items()))
+        now = time.monotonic()
+        with self._lock:
+            cluster = self._clusters.setdefault(key, _Cluster())
+            cluster.used_at = now
+            for other, idle in list(self._clusters.items()):
+                if now - idle.used_at > IDLE:
+                    del self._clusters[other]
+        with cluster.lock:  # one metadata request per cluster at a time; the others wait for its answer
+            age = time.monotonic() - cluster.read_at
+            stale = age >= self.max_age or (
+                age >= self.min_age and (cluster.error is not None or any(t not in cluster.counts for t in wanted)))
+            if stale:
+                try:
+                    if cluster.admin is None:
+                        cluster.admin = AdminClient(conf)
+                    cluster.counts, cluster.error = _counts(cluster.admin, self.timeout), None
+                except (KafkaException, ValueError, RuntimeError) as exc:
+                    cluster.admin, cluster.counts, cluster.error = None, None, str(exc) or type(exc).__name__
+                cluster.read_at = time.monotonic()
+            if cluster.error is not None:
+                raise RuntimeError(cluster.error)
+            return cluster.counts
 
 
 def observe(app: StreamApp, secret: dict[str, str] | None = None, secret_missing: bool = False,
-            timeout: float = TIMEOUT) -> Kafka:
-    """Partition counts; ``secret`` holds client options read from spec.kafka.secretRef."""
+            timeout: float = TIMEOUT, cache: PartitionCache | None = None) -> Kafka:
+    """Partition counts; ``secret`` holds client options read from spec.kafka.secretRef. Without
+    ``cache``, a fresh client reads the metadata now."""
     spec = app.spec
     sources = [t for s in spec.sources for t in s.topic_list]
     inputs = sources + [t.topic for t in spec.tables]
@@ -32,7 +99,10 @@ def observe(app: StreamApp, secret: dict[str, str] | None = None, secret_missing
         return Kafka(error=f"Secret {name} (spec.kafka.secretRef) not found")
     try:
         options = {**(spec.kafka.options or {}), **(secret or {})}
-        counts = topic_partitions(spec.kafka.bootstrap_servers, options, timeout)
+        if cache is None:
+            counts = topic_partitions(spec.kafka.bootstrap_servers, options, timeout)
+        else:
+            counts = cache.counts(spec.kafka.bootstrap_servers, options, inputs)
     except (KafkaException, ValueError, RuntimeError) as exc:
         return Kafka(error=f"Kafka at {spec.kafka.bootstrap_servers} unreachable: {exc}")
     missing = tuple(sorted({t for t in inputs if t not in counts}))

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from datetime import datetime
+from functools import partial
 
 import yaml
 from pydantic import ValidationError
@@ -11,6 +13,7 @@ from pydantic import ValidationError
 from streamapp_api import StreamApp, parse
 
 from .. import names
+from ..decide.children import MUTABLE
 from ..decide.restarts import PodObservation
 from ..decide.status import parse_time
 from ..decide.world import Applied, Driver
@@ -32,8 +35,30 @@ def checked_app(body: dict) -> tuple[StreamApp | None, list]:
     return (None if errors else app), errors
 
 
-def children(kube: Kube, namespace: str, app: str) -> dict[str, dict | None]:
-    return {f"{kind}/{name(app)}": kube.get(kind, namespace, name(app)) for kind, name in CHILD_KINDS}
+def child_reads(kube: Kube, namespace: str, app: str, known: dict | None = None) -> dict[str, Callable[[], dict | None]]:
+    """"Kind/name" -> a read of that child (for ``Kube.gather``), leaving out the ``known`` ones."""
+    return {f"{kind}/{name(app)}": partial(lambda kind, child: kube.get(kind, namespace, child), kind, name(app))
+            for kind, name in CHILD_KINDS if f"{kind}/{name(app)}" not in (known or {})}
+
+
+def remembered(children: dict[str, dict | None]) -> dict[str, dict] | None:
+    """What the decision reads of each child but the ConfigMap (names, labels, owners, the fields it
+    converges), to stand in for reading them again; None when one is missing."""
+    out = {}
+    for key, obj in children.items():
+        if obj is None:
+            return None
+        if obj["kind"] == "ConfigMap":
+            continue
+        meta = obj["metadata"]
+        kept = {"apiVersion": obj["apiVersion"], "kind": obj["kind"],
+                "metadata": {k: meta[k] for k in ("name", "namespace", "labels", "ownerReferences") if k in meta}}
+        for path in MUTABLE.get(obj["kind"], ()):
+            head, *rest = path.split(".")
+            if head in obj:
+                kept[head] = {rest[0]: obj[head].get(rest[0])} if rest else obj[head]
+        out[key] = kept
+    return out
 
 
 def applied(config_map: dict | None) -> Applied | None:

@@ -1,7 +1,16 @@
-"""The driver's progress from its metrics endpoint; unreachable means "no data", never an error."""
+"""The driver's progress from its metrics endpoint; unreachable means "no data", never an error.
+
+Reconciles never wait on a driver: ``ProgressCache`` holds the last progress read from each app's
+driver, and ``ProgressCache.scrape`` reads it again in the background (asyncio, a bounded number at a
+time, each bounded by a timeout). A driver that never answers (a kwok pod, a hung JVM) costs one
+socket for ``timeout`` seconds, not a reconcile thread.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import threading
+import time
 import urllib.error
 import urllib.request
 from datetime import datetime, timezone
@@ -12,6 +21,8 @@ from .. import names
 from ..decide.world import Progress
 
 TIMEOUT = 1.0
+CONCURRENCY = 32
+MAX_BYTES = 4 << 20
 
 
 def parse(text: str) -> Progress:
@@ -37,6 +48,7 @@ def parse(text: str) -> Progress:
 
 
 def observe(pod_ip: str | None, timeout: float = TIMEOUT, port: int = names.METRICS_PORT) -> Progress:
+    """One blocking read (for tools and tests; the operator uses ``ProgressCache``)."""
     if not pod_ip:
         return Progress()
     url = f"http://{pod_ip}:{port}/metrics"
@@ -46,3 +58,87 @@ def observe(pod_ip: str | None, timeout: float = TIMEOUT, port: int = names.METR
             return parse(response.read().decode("utf-8", "replace"))
     except (OSError, urllib.error.URLError, ValueError):
         return Progress()
+
+
+async def scrape(pod_ip: str, port: int = names.METRICS_PORT, timeout: float = TIMEOUT) -> Progress:
+    """One non-blocking read of ``http://pod_ip:port/metrics`` (HTTP/1.0, no proxy), all of it within
+    ``timeout``; anything but a 200 with a readable body is "no data"."""
+    async def read() -> bytes:
+        reader, writer = await asyncio.open_connection(pod_ip, port)
+        try:
+            writer.write(f"GET /metrics HTTP/1.0\r\nHost: {pod_ip}:{port}\r\nAccept: text/plain\r\n\r\n".encode())
+            await writer.drain()
+            return await _read_all(reader)
+        finally:
+            writer.close()
+
+    try:
+        raw = await asyncio.wait_for(read(), timeout)
+    except (OSError, asyncio.TimeoutError, ValueError):
+        return Progress()
+    head, _, body = raw.partition(b"\r\n\r\n")
+    status = head.split(b"\r\n", 1)[0].split()
+    if len(status) < 2 or status[1] != b"200":
+        return Progress()
+    try:
+        return parse(body.decode("utf-8", "replace"))
+    except ValueError:
+        return Progress()
+
+
+async def _read_all(reader: asyncio.StreamReader) -> bytes:
+    chunks, size = [], 0
+    while size < MAX_BYTES:
+        chunk = await reader.read(65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+class ProgressCache:
+    """The last progress read from each app's driver, by (namespace, app), for the driver pod it came
+    from (a new driver starts with no data). Read from reconcile threads, written on the event loop."""
+
+    def __init__(self, timeout: float = TIMEOUT, concurrency: int = CONCURRENCY, port: int = names.METRICS_PORT):
+        self.timeout, self.port, self.concurrency = timeout, port, concurrency
+        self._latest: dict[tuple[str, str], tuple[str, Progress, float]] = {}  # key -> (pod uid, progress, read at)
+        self._busy: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()
+        self._slots: asyncio.Semaphore | None = None
+
+    def latest(self, key: tuple[str, str], uid: str | None) -> Progress:
+        with self._lock:
+            seen = self._latest.get(key)
+        return seen[1] if seen and seen[0] == uid else Progress()
+
+    def due(self, key: tuple[str, str], uid: str | None, every: float) -> bool:
+        """Whether the driver ``uid`` should be read again (none in flight, last read ``every`` s ago or more)."""
+        with self._lock:
+            seen = self._latest.get(key)
+            fresh = seen is not None and seen[0] == uid and time.monotonic() - seen[2] < every
+            return key not in self._busy and not fresh
+
+    async def scrape(self, key: tuple[str, str], uid: str, pod_ip: str) -> bool:
+        """Read the driver once more; True when what status would show from it changed."""
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.concurrency)
+        with self._lock:
+            if key in self._busy:
+                return False
+            self._busy.add(key)
+        try:
+            async with self._slots:
+                progress = await scrape(pod_ip, self.port, self.timeout)
+        finally:
+            with self._lock:
+                self._busy.discard(key)
+        with self._lock:
+            before = self._latest.get(key)
+            self._latest[key] = (uid, progress, time.monotonic())
+        return (before[1] if before and before[0] == uid else Progress()) != progress
+
+    def forget(self, key: tuple[str, str]) -> None:
+        with self._lock:
+            self._latest.pop(key, None)

@@ -140,3 +140,22 @@ def test_plan_children_creates_missing_and_never_patches_the_config_map():
     config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a-config", "namespace": "ns"}, "data": {"a": "1"}}
     create, patches = plan_children([ROLE, config], {"Role/a-driver": None, "ConfigMap/a-config": {**config, "data": {}}})
     assert create == [ROLE] and patches == []
+
+
+def test_remembered_children_converge_exactly_like_the_objects_they_stand_for():
+    from operator_apps import example
+    from streamapp_operator.observe.kube import remembered
+    from streamapp_operator.render import Launch, render_children
+
+    rendered = render_children(example("click-sessions"), "uid-1", Launch(2, 4))
+    served = {f"{o['kind']}/{o['metadata']['name']}": {**o, "metadata": {**o["metadata"], "resourceVersion": "7",
+                                                                           "managedFields": [{"manager": "x"}]}}
+              for o in rendered}
+    drifted = {key: {**obj, "metadata": {**obj["metadata"], "labels": {}, "ownerReferences": []}}
+               for key, obj in served.items()}
+    for observed in (served, drifted):
+        kept = remembered(observed)
+        assert set(kept) == {k for k in observed if not k.startswith("ConfigMap/")}
+        assert all("managedFields" not in o["metadata"] for o in kept.values())
+        assert plan_children(rendered, {**observed, **kept}) == plan_children(rendered, observed)
+    assert remembered({**served, next(iter(served)): None}) is None  # a missing child: read again next time

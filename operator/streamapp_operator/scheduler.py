@@ -1,0 +1,155 @@
+"""When reconciles run: one at a time per app, coalesced, on a pool of threads, the next look scheduled
+after each; driver metrics read in the background, never inside a reconcile.
+
+- **Serialised and coalesced**: at most one reconcile of an app runs and at most one waits. A trigger
+  that finds one waiting is dropped: the waiting one reads everything afresh once it starts.
+- **Driver events that change nothing** are dropped: a pod event whose driver observation (state,
+  readiness, exit code, annotations, IP, uid) equals what the last reconcile saw gives the decision
+  nothing new. Deletions always count.
+- **The next look**: when the plan asks (restart backoff, debounce window, a terminating pod, Kafka
+  down), else after the resync interval. The resync is this requeue rather than a kopf timer, because
+  kopf timers put a finalizer on every app and deleting an app must never wait for the operator.
+- **Children read every tenth resync**: when a reconcile left every child but the ConfigMap as it
+  found them, the reconciles of the next 9.5 resync intervals use that reading instead of asking
+  again (those children change only through the operator, or by hand: a child deleted or edited by
+  hand is put back within ten resyncs). The app, its driver pod and its ConfigMap are always read
+  afresh.
+- **Driver metrics** are read after a reconcile that saw a running driver, at most every half resync;
+  a changed reading asks for a reconcile, which folds it into status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import partial
+
+from .decide.world import Driver, Memory, Settings
+from .kubeapi import FAN_OUT, Kube, load_config
+from .observe.kafka import PartitionCache
+from .observe.kube import driver as observe_driver
+from .observe.metrics import ProgressCache
+from .reconcile import Caches, reconcile
+
+log = logging.getLogger(__name__)
+RESYNC_SECONDS = float(os.environ.get("STREAMAPP_OPERATOR_RESYNC", "30"))
+WORKERS = int(os.environ.get("STREAMAPP_OPERATOR_WORKERS", "16"))
+ERROR_RETRY = 10.0
+CHILDREN_EVERY = 9.5  # resyncs: children left as they were are read afresh this often
+JITTER = 0.1  # the periodic look comes up to this share of the resync early, so that apps created
+# together do not resync together
+
+Key = tuple[str, str]
+
+
+@dataclass(slots=True, eq=False)
+class _App:
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    waiting: bool = False  # a reconcile is waiting for the lock
+    memory: Memory = field(default_factory=Memory)
+    timer: asyncio.TimerHandle | None = None
+    driver: Driver | None = None  # as the last reconcile saw it
+    known: dict | None = None  # children (but the ConfigMap) as last read, when nothing changed them since
+    known_at: float = 0.0
+
+
+class Reconciler:
+    def __init__(self, settings: Settings, resync: float = RESYNC_SECONDS, workers: int = WORKERS):
+        self.settings, self.resync, self.workers = settings, resync, workers
+        self.kube: Kube | None = None
+        self.caches: Caches | None = None
+        self.pool: ThreadPoolExecutor | None = None
+        self.apps: dict[Key, _App] = {}
+        self._reads: set[asyncio.Task] = set()
+
+    def _start(self) -> None:
+        if self.kube is None:
+            self.kube = Kube(load_config(pool_size=self.workers + FAN_OUT))
+            self.caches = Caches(PartitionCache(max_age=self.resync), ProgressCache())
+            self.pool = ThreadPoolExecutor(self.workers, thread_name_prefix="reconcile")
+
+    async def run(self, namespace: str, name: str) -> None:
+        key = (namespace, name)
+        app = self.apps.get(key)
+        if app is None:
+            app = self.apps[key] = _App()
+        if app.waiting:
+            return  # coalesced into the reconcile that is waiting
+        app.waiting = True
+        try:
+            await app.lock.acquire()
+        finally:
+            app.waiting = False
+        try:
+            self._start()
+            loop = asyncio.get_running_loop()
+            began = loop.time()
+            known = app.known if app.known is not None and began - app.known_at < self.resync * CHILDREN_EVERY else None
+            call = partial(reconcile, self.kube, namespace, name, self.settings, app.memory, caches=self.caches,
+                           known=known)
+            outcome = await loop.run_in_executor(self.pool, call)
+        except Exception:
+            self.requeue(namespace, name, min(self.resync, ERROR_RETRY))  # never lose the periodic look
+            raise
+        finally:
+            app.lock.release()
+        if outcome.plan is None:
+            self.forget(namespace, name)
+            return
+        app.memory, app.driver = outcome.plan.memory, outcome.driver
+        if outcome.children is None or known is None:  # changed by this reconcile, or read afresh by it
+            app.known, app.known_at = outcome.children, began
+        self._read_metrics(key, outcome.driver)
+        periodic = self.resync * (1 - JITTER * random.random())
+        delay = periodic if outcome.plan.requeue is None else min(outcome.plan.requeue.total_seconds(), periodic)
+        self.requeue(namespace, name, delay)
+
+    async def driver_event(self, namespace: str, name: str, event_type: str | None, pod: dict) -> None:
+        app = self.apps.get((namespace, name))
+        if event_type != "DELETED" and app is not None and app.driver == observe_driver(pod):
+            return  # nothing the decision reads from the driver changed
+        await self.run(namespace, name)
+
+    def forget(self, namespace: str, name: str) -> None:
+        app = self.apps.pop((namespace, name), None)
+        if app is not None and app.timer is not None:
+            app.timer.cancel()
+        if self.caches is not None and self.caches.progress is not None:
+            self.caches.progress.forget((namespace, name))
+
+    def requeue(self, namespace: str, name: str, delay: float) -> None:
+        app = self.apps.get((namespace, name))
+        if app is None:
+            return
+        loop = asyncio.get_running_loop()
+        if app.timer is not None and app.timer.when() <= loop.time() + delay:
+            return  # an earlier look is already scheduled
+        if app.timer is not None:
+            app.timer.cancel()
+        app.timer = loop.call_later(max(delay, 0.1), lambda: asyncio.ensure_future(self._later(namespace, name)))
+
+    async def _later(self, namespace: str, name: str) -> None:
+        app = self.apps.get((namespace, name))
+        if app is not None:
+            app.timer = None
+        try:
+            await self.run(namespace, name)
+        except Exception as exc:  # noqa: BLE001 - the timer will look again
+            log.warning("requeued reconcile of %s/%s failed: %s", namespace, name, exc)
+
+    def _read_metrics(self, key: Key, driver: Driver | None) -> None:
+        progress = self.caches.progress if self.caches else None
+        if progress is None or driver is None or driver.pod.state != "running" or not driver.ip or not driver.uid:
+            return
+        if progress.due(key, driver.uid, every=self.resync / 2):
+            task = asyncio.ensure_future(self._scrape(key, driver.uid, driver.ip))
+            self._reads.add(task)
+            task.add_done_callback(self._reads.discard)
+
+    async def _scrape(self, key: Key, uid: str, ip: str) -> None:
+        if await self.caches.progress.scrape(key, uid, ip):
+            self.requeue(*key, 0)
