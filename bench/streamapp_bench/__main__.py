@@ -32,7 +32,7 @@ BENCH_DIR = REPO_DIR / "bench"
 BENCHES = {
     "dataplane": (("kafka", "postgres"), lambda tb, wd, a: dataplane.run(
         tb, wd, n=a.n, partitions=a.partitions, live_seconds=a.live_seconds, max_offsets=a.max_offsets or max(a.n // 30, 1000),
-        users=a.users, timeout=a.timeout, min_seconds=a.min_seconds)),
+        users=a.users, timeout=a.timeout, min_seconds=a.min_seconds, only=a.engines)),
     "controlplane": (("kafka", "kube", "kwok"), lambda tb, wd, a: controlplane.run(
         tb, wd, total=a.apps, batch=a.batch, fail=a.fail, settle=a.settle, timeout=a.timeout,
         profile_seconds=a.profile_seconds)),
@@ -65,6 +65,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--partitions", type=int, default=4)
     p.add_argument("--users", type=int, default=5000, help="concurrent users of the generator")
     p.add_argument("--max-offsets", type=int, default=0, help="Spark maxOffsetsPerTrigger (default N/30)")
+    p.add_argument("--engines", type=lambda text: tuple(e for e in text.split(",") if e), default=(),
+                   help="data plane: measure only the sustained rate of these, comma-separated (runtime, runtime-nodlq, "
+                        "handwritten, kstreams, raw); no latency or DB-write runs")
     p.add_argument("--live-seconds", type=float, default=60, help="length of each fixed-rate latency run")
     p.add_argument("--min-seconds", type=float, default=60, help="the raw consumer reads the topic again until this long")
     p.add_argument("--apps", type=int, default=1000)
@@ -75,6 +78,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--timeout", type=float, default=900, help="per engine run / per wait")
     p.add_argument("--results", type=Path, default=BENCH_DIR / "results")
     p.add_argument("--readme", type=Path, default=REPO_DIR / "README.md", help="'-': do not render")
+    p.add_argument("--keep-workdir", action="store_true", help="keep each bench's work folder (operator log, profile)")
     args = p.parse_args(argv)
     unknown = set(args.benches) - set(BENCHES)
     if unknown:
@@ -102,7 +106,10 @@ def main(argv: list[str] | None = None) -> int:
                 testbed = bed.start(stack, parts)
                 result = runner(testbed, workdir, args)
         finally:
-            shutil.rmtree(workdir, ignore_errors=True)
+            if args.keep_workdir:
+                logging.info("bench %s: work folder kept: %s", name, workdir)
+            else:
+                shutil.rmtree(workdir, ignore_errors=True)
         out = {**header, "seconds": round(time.monotonic() - began, 1), "result": result}
         path = args.results / f"{name}.json"
         path.write_text(json.dumps(out, indent=1, sort_keys=False) + "\n")

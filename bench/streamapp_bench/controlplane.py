@@ -145,7 +145,10 @@ def _prepare(bed, nodes: int, pods_per_node: int) -> None:
     if extra:
         cp.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": extra}))
     cp.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
-    cp.kubectl("wait", "--for=condition=Established", "crd/streamapps.streamapp.io", "--timeout=60s")
+    # not `kubectl wait`: it fails outright when asked before the CRD has any status.conditions
+    _wait("the StreamApp CRD Established", lambda: "True" == cp.kubectl(
+        "get", "crd/streamapps.streamapp.io", "-o", "jsonpath={.status.conditions[?(@.type=='Established')].status}",
+        check=False).stdout.strip(), 60)
     cp.kubectl("create", "namespace", NAMESPACE, check=False)
 
 
@@ -205,7 +208,8 @@ def run(bed, workdir: Path, total: int = 1000, batch: int = 100, fail: int = 100
             step = {"apps": start + len(names), **_pcts(lat), "batch_seconds": round(took, 2),
                     "apiserver_requests_per_app": round(requests / len(names), 1),
                     "apiserver_mean_ms": round(1000 * (served1[1] - served0[1]) / requests, 1) if requests else None,
-                    "rss_mib": round(rss1, 1), "cpu_percent_during_batch": round(100 * (cpu1 - cpu0) / took, 1)}
+                    "rss_mib": round(rss1, 1), "cpu_percent_during_batch": round(100 * (cpu1 - cpu0) / took, 1),
+                    "load_1m": round(os.getloadavg()[0], 1)}
             count = start + len(names)
             if count == batch or count == total:
                 time.sleep(settle)  # steady state: resync timers of every app, no applies

@@ -79,8 +79,8 @@ def controlplane(r: dict) -> list[str]:
              f"API server, {c['nodes']} kwok nodes; {c['fail']} drivers failed by kwok's chaos stage at the first "
              f"batch and at the full count (restart backoff 1 s, included).", "",
              "| apps | apply → driver created p50 / p99 | operator RSS | operator CPU, % of a core (applying / settled) | "
-             "API requests per app, server mean | failure → replacement created p50 / p99 |",
-             "| ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "API requests per app, server mean | failure → replacement created p50 / p99 | load average (1 min) |",
+             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for s in c["steps"]:
         f = fails.get(str(s["apps"]), {})
         settled = s.get("cpu_percent_settled")
@@ -89,7 +89,8 @@ def controlplane(r: dict) -> list[str]:
         failure = f"{_n(f.get('p50_s'), 2, ' s')} / {_n(f.get('p99_s'), 2, ' s')}" if f else ""
         lines.append(f"| {s['apps']:,} | {_n(s['p50_s'], 2, ' s')} / {_n(s['p99_s'], 2, ' s')} | "
                      f"{_n(s.get('rss_settled_mib', s['rss_mib']), 0, ' MiB')} | {cpu} | "
-                     f"{_n(s.get('apiserver_requests_per_app'), 0)}, {_n(s.get('apiserver_mean_ms'), 0, ' ms')} | {failure} |")
+                     f"{_n(s.get('apiserver_requests_per_app'), 0)}, {_n(s.get('apiserver_mean_ms'), 0, ' ms')} | {failure} | "
+                     f"{_n(s.get('load_1m'), 1)} |")
     g = c["growth"]
     last = c["steps"][-1]
     fl = fails.get(str(last["apps"]), {})
@@ -115,12 +116,12 @@ RENDER = {"dataplane": dataplane, "controlplane": controlplane}
 def render(results: dict[str, dict]) -> str:
     any_r = next(iter(results.values()))
     m = any_r["machine"]
-    lines = [f"`{any_r['command']}` on {m['cpus']} × {m['cpu']}, {m['memory_gib']} GiB, {m['os']} — the machine was "
-             f"shared with other work (load average {m['load_at_start']} at the start), so only the ratios measured "
-             f"in the same run mean much. Versions: " + ", ".join(f"{k} {v}" for k, v in any_r["versions"].items()) + "."]
+    lines = [f"On {m['cpus']} × {m['cpu']}, {m['memory_gib']} GiB, {m['os']} — the machine was shared with other "
+             f"work (load averages below), so only the ratios measured in the same run mean much. Versions: "
+             + ", ".join(f"{k} {v}" for k, v in any_r["versions"].items()) + "."]
     for name, r in results.items():
-        lines += ["", *RENDER[name](r), "", f"<sub>{name}: {r['started']}, {r['seconds']:.0f} s, "
-                  f"`bench/results/{name}.json`</sub>"]
+        lines += ["", *RENDER[name](r), "", f"<sub>{name}: `{r['command']}`, {r['started']}, {r['seconds']:.0f} s, "
+                  f"load average {r['machine']['load_at_start']} at the start, `bench/results/{name}.json`</sub>"]
     return "\n".join(lines)
 
 
