@@ -161,10 +161,18 @@ def _emit_issues(lineage: Lineage, stream_path: str) -> tuple[str, list[Issue]]:
         windowed = all(w and m for _, w, m in lineage.aggregations)
         mode = "final" if windowed or lineage.stream_joins else "updates"
     if mode == "final":
-        for path, windowed, watermarked in lineage.aggregations:
+        for k, (path, windowed, watermarked) in enumerate(lineage.aggregations):
             if not windowed:
-                issues.append(Issue(path, "emit: final needs a window before this aggregate (a running total never "
-                                    "closes); add a window step or use emit: updates"))
+                # Append mode writes an aggregate row once the watermark passes its window's end; without a
+                # window nothing ever closes. A window step over the rows of an earlier windowed aggregate
+                # uses their window as event time (Spark's chained stateful operators).
+                again = any(w for _, w, _ in lineage.aggregations[:k])
+                message = ("emit: final needs a window before this aggregate (a running total never closes); add a "
+                           "window step or use emit: updates")
+                if again:
+                    message += ("; to aggregate the rows of an earlier windowed aggregate again, put a window step "
+                                "before this aggregate (one of the same size keeps the same windows)")
+                issues.append(Issue(path, message))
             elif not watermarked:
                 issues.append(Issue(emit_path or path, "emit: final needs a watermark on the windowed aggregation's "
                                     f"event time ({path}); set watermark on the source or use emit: updates"))

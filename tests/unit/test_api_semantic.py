@@ -65,6 +65,9 @@ STREAM_JOIN = {"join": {"stream": "views", "using": ["user"], "within": "5s"}}
     ([{"sql": "SELECT user, count(*) AS n FROM input GROUP BY user"}], "updates"),
     ([{"window": {"type": "session", "gap": "5m"}}, AGG], "final"),
     ([{"window": {"type": "hopping", "size": "10m", "advance": "1m"}}, AGG], "final"),
+    ([WINDOW, AGG, {"filter": "n > 1"}, {"window": {"type": "tumbling", "size": "5m"}},
+      {"aggregate": {"columns": {"users": "count(*)", "busiest": "max(n)"}}}], "final"),  # window of windows
+    ([WINDOW, AGG, WINDOW, {"aggregate": {"columns": {"users": "count(*)"}}}], None),  # default: final
 ])
 def test_valid_pipelines(steps, emit):
     assert errors(app_with(steps, emit)) == []
@@ -76,6 +79,10 @@ def test_valid_pipelines(steps, emit):
     ([{"window": {"type": "session", "gap": "5m"}}, {"aggregate": {"columns": {"n": "count(*)"}}}], None,
      "spec.streams[0].steps[1].aggregate.groupBy", "session window needs at least one groupBy"),
     ([AGG], "final", "spec.streams[0].steps[0].aggregate", "emit: final needs a window"),
+    ([WINDOW, AGG, {"aggregate": {"columns": {"users": "count(*)"}}}], "final", "spec.streams[0].steps[2].aggregate",
+     "put a window step before this aggregate (one of the same size keeps the same windows)"),
+    ([WINDOW, AGG, WINDOW, {"aggregate": {"columns": {"users": "count(*)"}}}], "updates",
+     "spec.streams[0].steps[3].aggregate", "one aggregation per query"),
     ([STREAM_JOIN, AGG], None, "spec.streams[0].steps[1].aggregate", "emit: final needs a window"),
     ([STREAM_JOIN], "updates", "spec.streams[0].emit", "not possible after a stream-stream join"),
     ([AGG, {"accumulate": {"columns": {"t": "sum(n)"}}}], "updates", "spec.streams[0].steps[1].accumulate",

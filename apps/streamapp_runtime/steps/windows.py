@@ -1,4 +1,10 @@
-"""aggregate, optionally over a window step: tumbling, hopping (a record in several windows), session."""
+"""aggregate, optionally over a window step: tumbling, hopping (a record in several windows), session.
+
+A windowed aggregate's rows carry the window's last instant (Spark's ``window_time``: window end minus
+one microsecond) as their event time, with the watermark Spark attached to the window. A later window
+step groups those rows by it, which Spark runs as chained stateful operators in append mode: each
+earlier window lands whole in the later window that contains its end.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,9 @@ from streamapp_api import Aggregate, Window
 
 from ..frame import Frame
 from ..windows import window_column
+
+# Internal column (never written to a sink): the event time of a windowed aggregate's rows.
+WINDOW_TIME = "__window_time"
 
 
 class WindowError(ValueError):
@@ -30,5 +39,6 @@ def aggregate(frame: Frame, window: Window | None, agg: Aggregate, where: str) -
         F.col("__window.end").alias("window_end"),
         *agg.group_by,
         *agg.columns,
+        F.window_time(F.col("__window")).alias(WINDOW_TIME),
     )
-    return frame.with_df(out, event_time=None)
+    return frame.with_df(out, event_time=WINDOW_TIME)
