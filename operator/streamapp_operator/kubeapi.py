@@ -26,7 +26,7 @@ API_VERSIONS = {"Role": "rbac.authorization.k8s.io/v1", "RoleBinding": "rbac.aut
                 "StreamApp": f"{GROUP}/{VERSION}"}
 MERGE = "application/merge-patch+json"
 TIMEOUT = 30
-FAN_OUT = 32  # requests of all reconciles in flight at once (Kube.gather)
+FAN_OUT = 48  # requests of all reconciles in flight at once (Kube.gather)
 T = TypeVar("T")
 
 

@@ -26,7 +26,7 @@ class Outcome:
     plan: Plan | None
     done: list[str] = field(default_factory=list)
     driver: Driver | None = None  # the driver pod as this reconcile saw it
-    children: dict | None = None  # kube_observe.remembered: children it saw and left as they were
+    children: dict | None = None  # kube_observe.remembered: the children it saw and left as they were
 
 
 @dataclass
@@ -38,8 +38,16 @@ class Caches:
     progress: metrics_observe.ProgressCache | None = None
 
 
-def observe(kube: Kube, body: dict, caches: Caches | None = None, known: dict | None = None) -> Observed:
-    """``known``: children (but the ConfigMap) as remembered from a recent reconcile, not read again."""
+def read(kube: Kube, namespace: str, name: str, known: dict | None = None) -> tuple[dict | None, dict | None, dict]:
+    """The app, its driver pod and its children (but the ``known`` ones, remembered from a recent
+    reconcile), asked at once: (app, pod, "Kind/name" -> child or None)."""
+    reads = kube_observe.child_reads(kube, namespace, name, known)
+    body, pod, *found = kube.gather([lambda: kube.get("StreamApp", namespace, name),
+                                     lambda: kube.get("Pod", namespace, names.driver_pod(name)), *reads.values()])
+    return body, pod, {**(known or {}), **dict(zip(reads, found))}
+
+
+def observe(kube: Kube, body: dict, pod: dict | None, children: dict, caches: Caches | None = None) -> Observed:
     caches = caches or Caches()
     meta = body["metadata"]
     namespace, name = meta["namespace"], meta["name"]
@@ -48,11 +56,7 @@ def observe(kube: Kube, body: dict, caches: Caches | None = None, known: dict | 
                   status=dict(body.get("status") or {}))
     if app is None:
         return Observed(app=None, issues=tuple(issues), **common)
-    # Everything else the decision reads, asked at once: the children, the driver pod, the Kafka Secret.
-    reads = kube_observe.child_reads(kube, namespace, name, known)
-    *found, pod, secret = kube.gather([*reads.values(), lambda: kube.get("Pod", namespace, names.driver_pod(name)),
-                                       lambda: kube_observe.kafka_secret(kube, namespace, app)])
-    children = {**(known or {}), **dict(zip(reads, found))}
+    secret = kube_observe.kafka_secret(kube, namespace, app)
     driver = kube_observe.driver(pod)
     if driver.pod.state != "running":
         progress = Progress()
@@ -73,12 +77,12 @@ def reconcile(kube: Kube, namespace: str, name: str, settings: Settings, memory:
     started = time.monotonic()
     result = "error"
     try:
-        body = kube.get("StreamApp", namespace, name)
+        body, pod, children = read(kube, namespace, name, known)
         if body is None or body["metadata"].get("deletionTimestamp"):
             metrics.forget(namespace, name)
             result = "gone"
             return Outcome(None)
-        obs = observe(kube, body, caches, known)
+        obs = observe(kube, body, pod, children, caches)
         moment = now or datetime.now(timezone.utc)
         plan = decide(obs, settings, memory, moment)
         done = execute(kube, obs, plan)
@@ -87,7 +91,7 @@ def reconcile(kube: Kube, namespace: str, name: str, settings: Settings, memory:
         result = "invalid" if obs.app is None else ("changed" if done else "unchanged")
         metrics.record(namespace, name, result, time.monotonic() - started, plan.status.get("phase"),
                        plan.restarted, plan.desired_executors, obs.kafka.partitions)
-        untouched = not any(c["kind"] != "ConfigMap" for c in (*plan.create, *plan.patch))
+        untouched = not plan.create and not plan.patch
         return Outcome(plan, done, obs.driver, kube_observe.remembered(obs.children) if untouched and obs.app else None)
     finally:
         if result == "error":

@@ -70,7 +70,12 @@ class PartitionCache:
             for other, idle in list(self._clusters.items()):
                 if now - idle.used_at > IDLE:
                     del self._clusters[other]
-        with cluster.lock:  # one metadata request per cluster at a time; the others wait for its answer
+        # One metadata request per cluster at a time. While one is under way, the others answer from
+        # the counts they have (at most max_age old) unless those lack a topic: then they wait for it.
+        usable = cluster.counts is not None and all(t in cluster.counts for t in wanted)
+        if not cluster.lock.acquire(blocking=not usable):
+            return cluster.counts
+        try:
             age = time.monotonic() - cluster.read_at
             stale = age >= self.max_age or (
                 age >= self.min_age and (cluster.error is not None or any(t not in cluster.counts for t in wanted)))
@@ -85,6 +90,8 @@ class PartitionCache:
             if cluster.error is not None:
                 raise RuntimeError(cluster.error)
             return cluster.counts
+        finally:
+            cluster.lock.release()
 
 
 def observe(app: StreamApp, secret: dict[str, str] | None = None, secret_missing: bool = False,

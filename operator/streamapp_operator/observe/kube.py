@@ -20,6 +20,7 @@ from ..decide.world import Applied, Driver
 from ..kubeapi import Kube
 from ..render.config import parse_properties
 
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's when built with it: the same objects, faster
 CHILD_KINDS = (
     ("ServiceAccount", names.service_account), ("Role", names.role), ("RoleBinding", names.role_binding),
     ("PersistentVolumeClaim", names.checkpoint_claim), ("ConfigMap", names.config_map),
@@ -42,18 +43,16 @@ def child_reads(kube: Kube, namespace: str, app: str, known: dict | None = None)
 
 
 def remembered(children: dict[str, dict | None]) -> dict[str, dict] | None:
-    """What the decision reads of each child but the ConfigMap (names, labels, owners, the fields it
-    converges), to stand in for reading them again; None when one is missing."""
+    """What the decision reads of each child (names, labels, owners, the fields it converges, the
+    ConfigMap's data), to stand in for reading them again; None when one is missing."""
     out = {}
     for key, obj in children.items():
         if obj is None:
             return None
-        if obj["kind"] == "ConfigMap":
-            continue
         meta = obj["metadata"]
         kept = {"apiVersion": obj["apiVersion"], "kind": obj["kind"],
                 "metadata": {k: meta[k] for k in ("name", "namespace", "labels", "ownerReferences") if k in meta}}
-        for path in MUTABLE.get(obj["kind"], ()):
+        for path in MUTABLE.get(obj["kind"], ()) + (("data",) if obj["kind"] == "ConfigMap" else ()):
             head, *rest = path.split(".")
             if head in obj:
                 kept[head] = {rest[0]: obj[head].get(rest[0])} if rest else obj[head]
@@ -67,7 +66,7 @@ def applied(config_map: dict | None) -> Applied | None:
         return None
     data = config_map.get("data") or {}
     try:
-        spec = StreamApp.model_validate(yaml.safe_load(data.get("streamapp.yaml", ""))).spec
+        spec = StreamApp.model_validate(yaml.load(data.get("streamapp.yaml", ""), Loader=SAFE_LOADER)).spec
     except (ValidationError, yaml.YAMLError, TypeError):
         spec = None
     props = parse_properties(data.get("spark.properties", ""))
