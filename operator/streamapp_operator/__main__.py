@@ -9,6 +9,20 @@ import sys
 from datetime import timedelta
 
 
+def few_malloc_arenas(arenas: int = 2) -> None:
+    """Like MALLOC_ARENA_MAX=2 (unless that is set): glibc gives each of the operator's ~100 threads
+    (mostly waiting on the API server) an arena that keeps freed memory; at 300 apps ~50 MiB of RSS
+    sat in them. Must run before the threads start."""
+    if "MALLOC_ARENA_MAX" in os.environ:
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).mallopt(-8, arenas)  # M_ARENA_MAX
+    except (OSError, AttributeError):  # not glibc
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m streamapp_operator", description=__doc__)
     parser.add_argument("-n", "--namespace", action="append", default=[],
@@ -27,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--liveness", default=None, help="kopf liveness endpoint, e.g. http://0.0.0.0:8081/healthz")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
+    few_malloc_arenas()
 
     import kopf
 

@@ -121,14 +121,13 @@ class Kube:
         query = {"labelSelector": selector} if selector else None
         return self.request("GET", path(kind, namespace), query=query).get("items", [])
 
-    def create(self, obj: dict) -> bool:
-        """Create-if-absent: True when created, False when it was already there (409)."""
+    def create(self, obj: dict) -> dict | None:
+        """Create-if-absent: the object as created, or None when it was already there (409)."""
         meta = obj["metadata"]
         try:
-            self.request("POST", path(obj["kind"], meta.get("namespace")), body=obj)
-            return True
+            return self.request("POST", path(obj["kind"], meta.get("namespace")), body=obj) or {}
         except Conflict:
-            return False
+            return None
 
     def patch(self, obj: dict, subresource: str | None = None) -> dict:
         meta = obj["metadata"]

@@ -85,14 +85,20 @@ def reconcile(kube: Kube, namespace: str, name: str, settings: Settings, memory:
         obs = observe(kube, body, pod, children, caches)
         moment = now or datetime.now(timezone.utc)
         plan = decide(obs, settings, memory, moment)
-        done = execute(kube, obs, plan)
+        acted = execute(kube, obs, plan)
+        done = acted.done
         if done:
             events.post(kube, obs, plan.events, moment)
         result = "invalid" if obs.app is None else ("changed" if done else "unchanged")
         metrics.record(namespace, name, result, time.monotonic() - started, plan.status.get("phase"),
                        plan.restarted, plan.desired_executors, obs.kafka.partitions)
-        untouched = not plan.create and not plan.patch
-        return Outcome(plan, done, obs.driver, kube_observe.remembered(obs.children) if untouched and obs.app else None)
+        # What the next reconciles may take as read: the children as seen, or as written when every
+        # write answered with the object; the driver as created (its own first events tell nothing new).
+        children = None
+        if obs.app is not None and acted.written is not None:
+            children = kube_observe.remembered({**obs.children, **acted.written})
+        driver = kube_observe.driver(acted.driver_pod) if acted.driver_pod else obs.driver
+        return Outcome(plan, done, driver, children)
     finally:
         if result == "error":
             metrics.record(namespace, name, result, time.monotonic() - started)

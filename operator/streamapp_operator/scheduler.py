@@ -9,11 +9,14 @@ after each; driver metrics read in the background, never inside a reconcile.
 - **The next look**: when the plan asks (restart backoff, debounce window, a terminating pod, Kafka
   down), else after the resync interval. The resync is this requeue rather than a kopf timer, because
   kopf timers put a finalizer on every app and deleting an app must never wait for the operator.
-- **Children read every tenth resync**: when a reconcile left every child as it found them, the
-  reconciles of the next 9.5 resync intervals use that reading instead of asking again (children
-  change only through the operator, or by hand: a child deleted or edited by hand is put back within
-  ten resyncs). The app and its driver pod are always read afresh, and so is everything after the
-  operator starts or after a reconcile created or patched a child.
+- **Children read every tenth resync**: the reconciles of the 9.5 resync intervals after a full read
+  use the children as that read saw them, or as the operator then wrote them (the API server's answer
+  to each create and patch) instead of asking again. Children change only through the operator, or by
+  hand: a child deleted or edited by hand is put back within ten resyncs. The app and its driver pod
+  are always read afresh, and everything is after the operator starts or when a create met a child
+  that was already there.
+- **The driver pod as created** is what the next driver event is compared with: its first events
+  (added, scheduled) tell the decision nothing new.
 - **Driver metrics** are read after a reconcile that saw a running driver, at most every half resync;
   a changed reading asks for a reconcile, which folds it into status.
 """
@@ -103,8 +106,9 @@ class Reconciler:
             self.forget(namespace, name)
             return
         app.memory, app.driver = outcome.plan.memory, outcome.driver
-        if outcome.children is None or known is None:  # changed by this reconcile, or read afresh by it
-            app.known, app.known_at = outcome.children, began
+        app.known = outcome.children
+        if known is None:  # read afresh by this reconcile: the next full read is due ten resyncs on
+            app.known_at = began
         self._read_metrics(key, outcome.driver)
         periodic = self.resync * (1 - JITTER * random.random())
         delay = periodic if outcome.plan.requeue is None else min(outcome.plan.requeue.total_seconds(), periodic)

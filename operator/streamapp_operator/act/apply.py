@@ -8,9 +8,11 @@ every child it needs, and only ever with create-if-absent: its fixed name is the
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 from functools import partial
 
 from .. import names
+from ..decide.children import key
 from ..decide.world import Observed, Plan
 from ..kubeapi import Kube
 from ..report.status import write_status
@@ -18,9 +20,17 @@ from ..report.status import write_status
 log = logging.getLogger(__name__)
 
 
-def execute(kube: Kube, obs: Observed, plan: Plan) -> list[str]:
-    """Apply the plan; returns a short log of what was done (for events and tests)."""
-    done: list[str] = []
+@dataclass
+class Acted:
+    done: list[str] = field(default_factory=list)  # a short log of what was done (for events and tests)
+    written: dict[str, dict] | None = None  # "Kind/name" -> each child as created or patched; None: one was there already
+    driver_pod: dict | None = None  # the driver pod as created
+
+
+def execute(kube: Kube, obs: Observed, plan: Plan) -> Acted:
+    """Apply the plan."""
+    acted = Acted()
+    done = acted.done
     if plan.status_first and write_status(kube, obs, plan.status):
         done.append("status")
     # The children do not depend on one another: created and patched at once, all before the driver.
@@ -29,9 +39,12 @@ def execute(kube: Kube, obs: Observed, plan: Plan) -> list[str]:
     results = kube.gather(creates + patches)
     done += [f"created {obj['kind']}/{obj['metadata']['name']}" for obj, made in zip(plan.create, results) if made]
     done += [f"patched {patch['kind']}/{patch['metadata']['name']}" for patch in plan.patch]
+    if all(results):
+        acted.written = {key(obj): result for obj, result in zip((*plan.create, *plan.patch), results)}
     pod_name = names.driver_pod(obs.name)
     if plan.driver == "create" and plan.driver_pod is not None:
-        if kube.create(plan.driver_pod):
+        acted.driver_pod = kube.create(plan.driver_pod)
+        if acted.driver_pod is not None:
             done.append(f"created Pod/{pod_name}")
         else:
             log.info("driver pod %s/%s already exists: left as it is", obs.namespace, pod_name)
@@ -41,4 +54,4 @@ def execute(kube: Kube, obs: Observed, plan: Plan) -> list[str]:
             done.append(f"deleted Pod/{pod_name}")
     if not plan.status_first and write_status(kube, obs, plan.status):
         done.append("status")
-    return done
+    return acted
