@@ -58,7 +58,7 @@ class _App:
     memory: Memory = field(default_factory=Memory)
     timer: asyncio.TimerHandle | None = None
     driver: Driver | None = None  # as the last reconcile saw it
-    known: dict | None = None  # children as last read, when nothing changed them since
+    known: dict | None = None  # children as last read or written (None: read them all next time)
     known_at: float = 0.0
 
 
