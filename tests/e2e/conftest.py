@@ -40,6 +40,7 @@ class E2ECluster:
     postgres_dsn: str
     node_ip: str
     volume_dirs: list = field(default_factory=list)
+    discarded_after: bool = False  # the session brought the cluster up and takes it down (with all in it)
 
     def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
         argv = [str(_tool("kubectl")), f"--kubeconfig={self.kubeconfig}", f"--context={CONTEXTS[self.mode]}", *args]
@@ -102,7 +103,8 @@ def e2e_cluster(tmp_path_factory) -> Iterator[E2ECluster]:
         try:
             kubeconfig = Path(state["kubeconfig"])
             _check_kubeconfig(kubeconfig, MODE)
-            e2e = E2ECluster(MODE, kubeconfig, state["kafka_bootstrap"], state["postgres_dsn"], state["node_ip"])
+            e2e = E2ECluster(MODE, kubeconfig, state["kafka_bootstrap"], state["postgres_dsn"], state["node_ip"],
+                             discarded_after=started)
             yield e2e
         finally:
             if "e2e" in locals():
@@ -167,10 +169,10 @@ def operator(e2e_cluster, prometheus):
     c.helm("upgrade", "--install", "streamapp", str(REPO / "charts" / "streamapp-operator"), "-n", NS,
            "--set", f"watchNamespaces={{{NS}}}", "--set", "operator.scaleDebounce=5", "--set", "operator.resync=10",
            "--wait", "--timeout", "5m")  # fmt: skip
-    try:
-        yield c
-    finally:
-        c.kubectl("delete", "streamapps", "--all", "-n", NS, "--wait=true", "--timeout=120s", check=False)
-        c.helm("uninstall", "streamapp", "-n", NS)
-        c.kubectl("delete", "namespace", NS, "--wait=true", "--timeout=120s", check=False)
-        c.kubectl("delete", "pv", f"streamapp-e2e-{RUN}", "--wait=false", check=False)
+    yield c
+    if c.discarded_after:  # cluster.down() ends every pod and process, and the next up starts afresh
+        return
+    c.kubectl("delete", "streamapps", "--all", "-n", NS, "--wait=true", "--timeout=120s", check=False)
+    c.helm("uninstall", "streamapp", "-n", NS)
+    c.kubectl("delete", "namespace", NS, "--wait=true", "--timeout=120s", check=False)
+    c.kubectl("delete", "pv", f"streamapp-e2e-{RUN}", "--wait=false", check=False)
