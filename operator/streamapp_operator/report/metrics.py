@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+from collections import Counter as Tally
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from streamapp_api.status import PHASES
@@ -19,6 +22,7 @@ PARTITIONS = Gauge("streamapp_operator_partitions", "Input partitions of an app.
                    registry=REGISTRY)
 
 _phases: dict[tuple[str, str], str] = {}
+_phases_lock = threading.Lock()  # reconciles record from many threads at once
 
 
 def record(namespace: str, app: str, result: str, seconds: float, phase: str | None = None,
@@ -32,23 +36,26 @@ def record(namespace: str, app: str, result: str, seconds: float, phase: str | N
     if partitions is not None:
         PARTITIONS.labels(namespace, app).set(partitions)
     if phase is not None:
-        _phases[(namespace, app)] = phase
-        _publish()
+        with _phases_lock:
+            _phases[(namespace, app)] = phase
+            _publish()
 
 
 def forget(namespace: str, app: str) -> None:
-    _phases.pop((namespace, app), None)
+    with _phases_lock:
+        _phases.pop((namespace, app), None)
+        _publish()
     for gauge in (DESIRED, PARTITIONS):
         try:
             gauge.remove(namespace, app)
         except KeyError:
             pass
-    _publish()
 
 
 def _publish() -> None:
+    counts = Tally(_phases.values())
     for phase in PHASES:
-        APPS.labels(phase).set(sum(1 for p in _phases.values() if p == phase))
+        APPS.labels(phase).set(counts[phase])
 
 
 def serve(port: int, address: str = "0.0.0.0") -> None:
