@@ -128,7 +128,13 @@ def db_writes(run: engines.Run, total: int, dsn: str, timeout: float) -> dict:
 
 def run(bed, workdir: Path, n: int, partitions: int, live_seconds: float, max_offsets: int, users: int,
         timeout: float, engines_to_run=("runtime", "handwritten", "kstreams"), min_seconds: float = 60,
-        variants=("runtime-nodlq",)) -> dict:
+        variants=("runtime-nodlq",), only: tuple[str, ...] = ()) -> dict:
+    """``only``: measure just these engines' sustained rates (and "raw"), skipping latency and DB writes."""
+    unknown = set(only) - set(engines.ENGINES) - {"raw"}
+    if unknown:
+        raise ValueError(f"unknown engines {', '.join(sorted(unknown))}; known: {', '.join([*engines.ENGINES, 'raw'])}")
+    if only:
+        engines_to_run, variants = tuple(e for e in only if e in engines.ENGINES), ()
     bootstrap = bed.kafka.bootstrap
     backlog = topics.create(bootstrap, "clicks-backlog", partitions)
     began = time.monotonic()
@@ -149,8 +155,11 @@ def run(bed, workdir: Path, n: int, partitions: int, live_seconds: float, max_of
     for engine in (*engines_to_run, *variants):
         r = replace(base, target=f"out-{engine}", workdir=workdir / f"tput-{engine}")
         rates[engine] = throughput(bed, r, engine, counted, produced, timeout)
-    rates["raw"] = raw_throughput(replace(base, workdir=workdir / "tput-raw"), produced, min_seconds, timeout)
+    if not only or "raw" in only:
+        rates["raw"] = raw_throughput(replace(base, workdir=workdir / "tput-raw"), produced, min_seconds, timeout)
     result["throughput"] = rates
+    if only:
+        return {**result, "ratios": ratios(rates)}
     measured = [rates[e]["events_per_s"] for e in engines_to_run if rates[e]["events_per_s"]]
     live_rate = 0.5 * min(measured) if measured else 1000.0
     result["live_rate"] = live_rate
@@ -162,10 +171,14 @@ def run(bed, workdir: Path, n: int, partitions: int, live_seconds: float, max_of
     if bed.postgres is not None and "runtime" in engines_to_run:
         result["db"] = db_writes(replace(base, target="out-db", workdir=workdir / "db"), produced,
                                  bed.postgres.dsn, timeout)
-    get = lambda e: rates.get(e, {}).get("events_per_s")  # noqa: E731
-    result["ratios"] = {"a_over_b": measure.ratio(get("runtime"), get("handwritten")),
-                        "a_over_c": measure.ratio(get("runtime"), get("kstreams")),
-                        "a_over_d": measure.ratio(get("runtime"), get("raw")),
-                        "a_nodlq_over_b": measure.ratio(get("runtime-nodlq"), get("handwritten")),
-                        "a_nodlq_over_c": measure.ratio(get("runtime-nodlq"), get("kstreams"))}
+    result["ratios"] = ratios(rates)
     return result
+
+
+def ratios(rates: dict) -> dict:
+    get = lambda e: rates.get(e, {}).get("events_per_s")  # noqa: E731
+    return {"a_over_b": measure.ratio(get("runtime"), get("handwritten")),
+            "a_over_c": measure.ratio(get("runtime"), get("kstreams")),
+            "a_over_d": measure.ratio(get("runtime"), get("raw")),
+            "a_nodlq_over_b": measure.ratio(get("runtime-nodlq"), get("handwritten")),
+            "a_nodlq_over_c": measure.ratio(get("runtime-nodlq"), get("kstreams"))}
