@@ -15,6 +15,9 @@ def test_dead_letters_for_malformed_json_wrong_types_and_missing_event_time(kafk
     topic, out, dlq = names("in"), names("out"), names("dlq")
     create_topic(kafka.bootstrap, topic, partitions=2)
     good = [(f"k{i}", {"id": f"e{i}", "level": "INFO", "count": i, "tags": ["x"], "ts": ts(i)}) for i in range(20)]
+    # Other ISO-8601 spellings of a timestamp are good records too.
+    good += [("k20", {"id": "e20", "level": "INFO", "count": 20, "tags": [], "ts": "2026-01-01T00:00:20Z"}),
+             ("k21", {"id": "e21", "level": "INFO", "count": 21, "tags": [], "ts": "2026-01-01T02:00:21.5+02:00"})]
     bad = [
         ("m1", "{this is not json", "malformed JSON"),
         ("m2", '["an", "array"]', "malformed JSON"),
