@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from . import names
 from .act.apply import execute
 from .decide.plan import plan as decide
-from .decide.world import Driver, Memory, Observed, Plan, Progress, Settings
+from .decide.world import Driver, Kafka, Memory, Observed, Plan, Progress, Settings
 from .kubeapi import Kube
 from .observe import kafka as kafka_observe
 from .observe import kube as kube_observe
@@ -27,6 +27,8 @@ class Outcome:
     done: list[str] = field(default_factory=list)
     driver: Driver | None = None  # the driver pod as this reconcile saw it
     children: dict | None = None  # kube_observe.remembered: the children it saw and left as they were
+    probe: kafka_observe.Probe | None = None  # how to read the app's partition counts again
+    kafka: Kafka | None = None  # what they were
 
 
 @dataclass
@@ -47,7 +49,8 @@ def read(kube: Kube, namespace: str, name: str, known: dict | None = None) -> tu
     return body, pod, {**(known or {}), **dict(zip(reads, found))}
 
 
-def observe(kube: Kube, body: dict, pod: dict | None, children: dict, caches: Caches | None = None) -> Observed:
+def observe(kube: Kube, body: dict, pod: dict | None, children: dict,
+            caches: Caches | None = None) -> tuple[Observed, kafka_observe.Probe | None]:
     caches = caches or Caches()
     meta = body["metadata"]
     namespace, name = meta["namespace"], meta["name"]
@@ -55,8 +58,9 @@ def observe(kube: Kube, body: dict, pod: dict | None, children: dict, caches: Ca
     common = dict(name=name, namespace=namespace, uid=meta["uid"], generation=int(meta.get("generation") or 0),
                   status=dict(body.get("status") or {}))
     if app is None:
-        return Observed(app=None, issues=tuple(issues), **common)
+        return Observed(app=None, issues=tuple(issues), **common), None
     secret = kube_observe.kafka_secret(kube, namespace, app)
+    probe = kafka_observe.Probe.of(app, secret) if secret is not None else None
     driver = kube_observe.driver(pod)
     if driver.pod.state != "running":
         progress = Progress()
@@ -69,7 +73,7 @@ def observe(kube: Kube, body: dict, pod: dict | None, children: dict, caches: Ca
         applied=kube_observe.applied(children.get(f"ConfigMap/{names.config_map(name)}")),
         driver=driver, kafka=kafka_observe.observe(app, secret, secret_missing=secret is None, cache=caches.partitions),
         progress=progress, **common,
-    )
+    ), probe
 
 
 def reconcile(kube: Kube, namespace: str, name: str, settings: Settings, memory: Memory,
@@ -82,7 +86,7 @@ def reconcile(kube: Kube, namespace: str, name: str, settings: Settings, memory:
             metrics.forget(namespace, name)
             result = "gone"
             return Outcome(None)
-        obs = observe(kube, body, pod, children, caches)
+        obs, probe = observe(kube, body, pod, children, caches)
         moment = now or datetime.now(timezone.utc)
         plan = decide(obs, settings, memory, moment)
         acted = execute(kube, obs, plan)
@@ -98,7 +102,7 @@ def reconcile(kube: Kube, namespace: str, name: str, settings: Settings, memory:
         if obs.app is not None and acted.written is not None:
             children = kube_observe.remembered({**obs.children, **acted.written})
         driver = kube_observe.driver(acted.driver_pod) if acted.driver_pod else obs.driver
-        return Outcome(plan, done, driver, children)
+        return Outcome(plan, done, driver, children, probe, obs.kafka)
     finally:
         if result == "error":
             metrics.record(namespace, name, result, time.monotonic() - started)

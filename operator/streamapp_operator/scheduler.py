@@ -9,6 +9,10 @@ after each; driver metrics read in the background, never inside a reconcile.
 - **The next look**: when the plan asks (restart backoff, debounce window, a terminating pod, Kafka
   down), else after the resync interval. The resync is this requeue rather than a kopf timer, because
   kopf timers put a finalizer on every app and deleting an app must never wait for the operator.
+- **The periodic look is cheap**: it reads the app's partition counts (from the per-cluster cache, no
+  API request) and reconciles only when they differ from what the last reconcile saw; changes of the
+  app and its driver pod come as watch events anyway. A full reconcile still comes at least every
+  8.5 resyncs, and after any error or requeue the plan asked for.
 - **Children read every tenth resync**: the reconciles of the 9.5 resync intervals after a full read
   use the children as that read saw them, or as the operator then wrote them (the API server's answer
   to each create and patch) instead of asking again. Children change only through the operator, or by
@@ -31,9 +35,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 
-from .decide.world import Driver, Memory, Settings
+from .decide.world import Driver, Kafka, Memory, Settings
 from .kubeapi import FAN_OUT, Kube, load_config
 from .observe.kafka import PartitionCache
+from .observe.kafka import Probe as PartitionProbe
 from .observe.kube import driver as observe_driver
 from .observe.metrics import ProgressCache
 from .reconcile import Caches, reconcile
@@ -60,6 +65,9 @@ class _App:
     driver: Driver | None = None  # as the last reconcile saw it
     known: dict | None = None  # children as last read or written (None: read them all next time)
     known_at: float = 0.0
+    probe: PartitionProbe | None = None  # how to read the app's partition counts again
+    kafka: Kafka | None = None  # what the last reconcile saw of them
+    periodic: bool = False  # the timer set is the plain periodic look
 
 
 class Reconciler:
@@ -106,13 +114,18 @@ class Reconciler:
             self.forget(namespace, name)
             return
         app.memory, app.driver = outcome.plan.memory, outcome.driver
+        app.probe, app.kafka = outcome.probe, outcome.kafka
         app.known = outcome.children
         if known is None:  # read afresh by this reconcile: the next full read is due ten resyncs on
             app.known_at = began
         self._read_metrics(key, outcome.driver)
-        periodic = self.resync * (1 - JITTER * random.random())
-        delay = periodic if outcome.plan.requeue is None else min(outcome.plan.requeue.total_seconds(), periodic)
-        self.requeue(namespace, name, delay)
+        if outcome.plan.requeue is None:
+            self.requeue(namespace, name, self._periodic(), periodic=True)
+        else:
+            self.requeue(namespace, name, min(outcome.plan.requeue.total_seconds(), self._periodic()))
+
+    def _periodic(self) -> float:
+        return self.resync * (1 - JITTER * random.random())
 
     async def driver_event(self, namespace: str, name: str, event_type: str | None, pod: dict) -> None:
         app = self.apps.get((namespace, name))
@@ -127,7 +140,7 @@ class Reconciler:
         if self.caches is not None and self.caches.progress is not None:
             self.caches.progress.forget((namespace, name))
 
-    def requeue(self, namespace: str, name: str, delay: float) -> None:
+    def requeue(self, namespace: str, name: str, delay: float, periodic: bool = False) -> None:
         app = self.apps.get((namespace, name))
         if app is None:
             return
@@ -136,16 +149,34 @@ class Reconciler:
             return  # an earlier look is already scheduled
         if app.timer is not None:
             app.timer.cancel()
+        app.periodic = periodic
         app.timer = loop.call_later(max(delay, 0.1), lambda: asyncio.ensure_future(self._later(namespace, name)))
 
     async def _later(self, namespace: str, name: str) -> None:
         app = self.apps.get((namespace, name))
-        if app is not None:
-            app.timer = None
         try:
+            if app is not None:
+                app.timer = None
+                if app.periodic and await self._nothing_new(app):
+                    self._read_metrics((namespace, name), app.driver)
+                    self.requeue(namespace, name, self._periodic(), periodic=True)
+                    return
             await self.run(namespace, name)
         except Exception as exc:  # noqa: BLE001 - the timer will look again
             log.warning("requeued reconcile of %s/%s failed: %s", namespace, name, exc)
+            self.requeue(namespace, name, min(self.resync, ERROR_RETRY))
+
+    async def _nothing_new(self, app: _App) -> bool:
+        """Whether the periodic look can end at the partition counts: they are as the last reconcile saw
+        them (from the cache, no API request), Kafka answered then, and the children were read or written
+        less than CHILDREN_EVERY - 1 resyncs ago (so a full reconcile comes at least that often)."""
+        loop = asyncio.get_running_loop()
+        if app.probe is None or app.kafka is None or app.kafka.error or app.known is None or \
+                loop.time() - app.known_at >= self.resync * (CHILDREN_EVERY - 1) or app.waiting or app.lock.locked():
+            return False
+        self._start()
+        now = await loop.run_in_executor(self.pool, partial(app.probe.observe, cache=self.caches.partitions))
+        return now == app.kafka
 
     def _read_metrics(self, key: Key, driver: Driver | None) -> None:
         progress = self.caches.progress if self.caches else None

@@ -94,27 +94,43 @@ class PartitionCache:
             cluster.lock.release()
 
 
+@dataclass(frozen=True)
+class Probe:
+    """What reading an app's partition counts takes: its cluster, client options and input topics."""
+
+    bootstrap: str
+    options: tuple[tuple[str, str], ...]
+    sources: tuple[str, ...]
+    tables: tuple[str, ...]
+
+    @classmethod
+    def of(cls, app: StreamApp, secret: dict[str, str] | None) -> "Probe":
+        spec = app.spec
+        options = {**(spec.kafka.options or {}), **(secret or {})}
+        return cls(spec.kafka.bootstrap_servers, tuple(sorted(options.items())),
+                   tuple(t for s in spec.sources for t in s.topic_list), tuple(t.topic for t in spec.tables))
+
+    def observe(self, timeout: float = TIMEOUT, cache: PartitionCache | None = None) -> Kafka:
+        inputs = [*self.sources, *self.tables]
+        try:
+            if cache is None:
+                counts = topic_partitions(self.bootstrap, dict(self.options), timeout)
+            else:
+                counts = cache.counts(self.bootstrap, dict(self.options), inputs)
+        except (KafkaException, ValueError, RuntimeError) as exc:
+            return Kafka(error=f"Kafka at {self.bootstrap} unreachable: {exc}")
+        return Kafka(
+            partitions=sum(counts.get(t, 0) for t in dict.fromkeys(self.sources)),
+            largest_topic=max((counts.get(t, 0) for t in inputs), default=0) or None,
+            missing_topics=tuple(sorted({t for t in inputs if t not in counts})),
+        )
+
+
 def observe(app: StreamApp, secret: dict[str, str] | None = None, secret_missing: bool = False,
             timeout: float = TIMEOUT, cache: PartitionCache | None = None) -> Kafka:
     """Partition counts; ``secret`` holds client options read from spec.kafka.secretRef. Without
     ``cache``, a fresh client reads the metadata now."""
-    spec = app.spec
-    sources = [t for s in spec.sources for t in s.topic_list]
-    inputs = sources + [t.topic for t in spec.tables]
     if secret_missing:
-        name = spec.kafka.secret_ref.name if spec.kafka.secret_ref else "?"
-        return Kafka(error=f"Secret {name} (spec.kafka.secretRef) not found")
-    try:
-        options = {**(spec.kafka.options or {}), **(secret or {})}
-        if cache is None:
-            counts = topic_partitions(spec.kafka.bootstrap_servers, options, timeout)
-        else:
-            counts = cache.counts(spec.kafka.bootstrap_servers, options, inputs)
-    except (KafkaException, ValueError, RuntimeError) as exc:
-        return Kafka(error=f"Kafka at {spec.kafka.bootstrap_servers} unreachable: {exc}")
-    missing = tuple(sorted({t for t in inputs if t not in counts}))
-    return Kafka(
-        partitions=sum(counts.get(t, 0) for t in dict.fromkeys(sources)),
-        largest_topic=max((counts.get(t, 0) for t in inputs), default=0) or None,
-        missing_topics=missing,
-    )
+        ref = app.spec.kafka.secret_ref
+        return Kafka(error=f"Secret {ref.name if ref else '?'} (spec.kafka.secretRef) not found")
+    return Probe.of(app, secret).observe(timeout, cache)
