@@ -44,14 +44,25 @@ class PodWatch:
 
     def _run(self) -> None:
         from kubernetes import watch
+        from kubernetes.client.exceptions import ApiException
 
+        # Each watch is resumed from the last resourceVersion: a fresh one would first replay every
+        # driver pod (1,000 of them every few seconds, each deserialised here), loading the API server
+        # and this process and stamping new pods late.
+        version = None
         while not self._stop.is_set():
+            stream = watch.Watch()
             try:
-                for event in watch.Watch().stream(self.core.list_namespaced_pod, NAMESPACE, label_selector=DRIVER,
-                                                  timeout_seconds=5, _request_timeout=15):
+                for event in stream.stream(self.core.list_namespaced_pod, NAMESPACE, label_selector=DRIVER,
+                                           resource_version=version, timeout_seconds=10, _request_timeout=30):
                     self._seen(event["type"], event["object"], time.monotonic())
+                version = stream.resource_version
+            except ApiException as exc:
+                version = None if exc.status == 410 else stream.resource_version  # 410: too old, start over
+                time.sleep(0.2)
             except Exception as exc:  # noqa: BLE001 - a dropped watch is re-opened
                 log.debug("pod watch: %s", exc)
+                version = stream.resource_version
                 time.sleep(0.2)
 
     def _seen(self, kind: str, pod, now: float) -> None:
