@@ -24,11 +24,13 @@ FATAL = [
      "Kafka refused the credentials"),
     (re.compile(r"RecordTooLargeException|SerializationException|InvalidTopicException"),
      "Kafka refused the records"),
-    (re.compile(r"PythonException|AnalysisException"), "an error in the pipeline"),
 ]
 
 # Kafka client exceptions that mean "the broker could not be reached or answered in time", and
-# the connector's own message when an executor's fetch gets nothing before its poll timeout.
+# the connector's own message when an executor's fetch gets nothing before its poll timeout. They
+# count wherever they appear in the chain: a Postgres sink's foreachBatch (Python) that loses Kafka
+# fails as a PythonException wrapping them. Anything else (AnalysisException, a Python error of the
+# pipeline, Postgres refusing a write) is not retried.
 RETRYABLE = [
     (re.compile(r"org\.apache\.kafka\.common\.errors\.(TimeoutException|NetworkException|DisconnectException|"
                 r"NotLeaderOrFollowerException|LeaderNotAvailableException|BrokerNotAvailableException|"

@@ -35,7 +35,9 @@ MALFORMED = "[MALFORMED_RECORD_IN_PARSING.WITHOUT_SUGGESTION] Malformed records 
     ("Caused by: java.net.ConnectException: Connection refused", True, "java.net.ConnectException"),
     (DATA_LOSS, False, "data loss"),
     (SASL, False, "credentials"),
-    (PYTHON, False, "an error in the pipeline"),
+    (PYTHON, False, "An exception was thrown from the Python worker"),
+    (PYTHON + "\nCaused by: org.apache.kafka.common.errors.TimeoutException: Topic out not present in metadata",
+     True, "Topic out not present in metadata"),  # a foreachBatch sink that lost Kafka
     (MALFORMED, False, "[MALFORMED_RECORD_IN_PARSING"),
     ("", False, "unknown failure"),
 ])
