@@ -16,7 +16,7 @@ export STREAMAPP_TESTBED_RUN ?= $(shell date +%s%N)
 .PHONY: help deps test unit integration demo testbed-up crds images cluster-deps cluster-up cluster-down e2e e2e-kind
 
 help:
-	@echo "make test        install what is missing, start the test bed, run every test, stop everything"
+	@echo "make test        install what is missing, start the test bed and the cluster, run every test, stop everything"
 	@echo "make demo        run the main job on embedded defaults"
 	@echo "make unit        only the unit tests (no test bed)"
 	@echo "make testbed-up  start the test bed and keep it running until Ctrl-C"
@@ -30,8 +30,11 @@ help:
 deps:
 	@CACHE=$(STREAMAPP_CACHE) bash testbed/bootstrap.sh
 
-test: deps
+# The suite on the test bed, then the end-to-end tests on the real single-node cluster (tests/e2e,
+# brought up and down around them unless `make cluster-up` left one up).
+test: deps cluster-deps images
 	@status=0; $(PYTHON) -m pytest $(PYTEST_ARGS) || status=$$?; \
+	  STREAMAPP_E2E_CLUSTER=local $(PYTHON) -m pytest -m e2e tests/e2e $(PYTEST_ARGS) || status=$$?; \
 	  $(PYTHON) -m streamapp_testbed leftovers || { echo "the tests left processes running" >&2; status=1; }; \
 	  exit $$status
 

@@ -5,7 +5,8 @@
 * ``kind`` (``make e2e-kind``): the kind cluster of KUBECONFIG; Kafka and Postgres of the test bed
   run on this machine at the kind network's gateway address (STREAMAPP_E2E_HOST).
 
-Without STREAMAPP_E2E_CLUSTER these tests are not collected (`make e2e`/`make e2e-kind` set it).
+Without STREAMAPP_E2E_CLUSTER these tests are not collected (`make test`, `make e2e` and
+`make e2e-kind` set it).
 
 Session fixtures: the cluster, a real Prometheus (Debian's) scraping it through the chart's
 PodMonitor and ServiceMonitor (e2e_monitors.py) for the whole session, and the operator installed
