@@ -19,7 +19,7 @@ from streamapp_api.durations import parse_duration, spark_interval
 
 from . import plan, recovery
 from .compiler import Compiler
-from .dlq import dead_letters
+from .dlq import DLQ_MIN_INTERVAL_S, dead_letters
 from .kafka_wait import partition_counts
 from .metrics import Metrics
 from .settings import Settings, choose_shuffle_partitions, postgres_uri, read_recorded, write_recorded
@@ -62,9 +62,12 @@ def prepare_session(spark, app: StreamApp, settings: Settings, options: dict[str
     return partitions
 
 
-def _trigger(writer, app: StreamApp, settings: Settings):
+def _trigger(writer, app: StreamApp, settings: Settings, min_interval_s: float = 0):
     if settings.available_now:
         return writer.trigger(availableNow=True)
+    trigger_s = parse_duration(app.spec.trigger).total_seconds() if app.spec.trigger else 0
+    if min_interval_s > trigger_s:
+        return writer.trigger(processingTime=f"{int(min_interval_s)} seconds")
     if app.spec.trigger:
         return writer.trigger(processingTime=spark_interval(app.spec.trigger))
     return writer
@@ -99,7 +102,7 @@ def start_query(spark, compiler: Compiler, app: StreamApp, settings: Settings, q
                                     tuple(pg.primary_key), qp.name)
             writer = df.writeStream.foreachBatch(pg_sink.batch_writer(target, columns))
     writer = writer.queryName(qp.name).outputMode(qp.output_mode).option("checkpointLocation", qp.checkpoint)
-    return _trigger(writer, app, settings).start()
+    return _trigger(writer, app, settings, DLQ_MIN_INTERVAL_S if qp.kind == "dlq" else 0).start()
 
 
 def start(spark, app: StreamApp, settings: Settings, quiet: bool = False, wait_for_topics: bool = True) -> Running:

@@ -111,9 +111,10 @@ def source_frame(spark: SparkSession, source: Source, options: dict[str, str]) -
     return Frame(good, event_time, source.watermark, source.name)
 
 
-def bad_records(spark: SparkSession, source: Source, options: dict[str, str]) -> DataFrame:
+def bad_records(spark: SparkSession, source: Source, options: dict[str, str],
+                max_offsets: int | None = None) -> DataFrame:
     """The records of a source that cannot be used, with the reason spelled out."""
-    raw = read_kafka(spark, source.topic_list, options, source.starting_offsets, source.max_offsets_per_trigger)
+    raw = read_kafka(spark, source.topic_list, options, source.starting_offsets, max_offsets)
     df = parse(raw, source)
     bad = df.where(F.col(ERROR).isNotNull())
     reason = F.when(F.col(ERROR) == "malformed", malformed_reason(source.schema_ or {})).otherwise(F.col(ERROR))
