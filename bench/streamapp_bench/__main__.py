@@ -25,7 +25,7 @@ from pathlib import Path
 from streamapp_testbed import bed
 from streamapp_testbed.paths import REPO_DIR, versions
 
-from . import controlplane, dataplane, report
+from . import controlplane, dataplane, recovery, report
 
 BENCH_DIR = REPO_DIR / "bench"
 # name -> (test bed parts, how to run it with the parsed arguments)
@@ -36,6 +36,8 @@ BENCHES = {
     "controlplane": (("kafka", "kube", "kwok"), lambda tb, wd, a: controlplane.run(
         tb, wd, total=a.apps, batch=a.batch, fail=a.fail, settle=a.settle, timeout=a.timeout,
         profile_seconds=a.profile_seconds)),
+    # the real single-node cluster (brought up and down here unless `make cluster-up` left one up)
+    "recovery": ((), lambda tb, wd, a: recovery.run(tb, wd, kills=a.kills, timeout=a.timeout)),
 }
 
 
@@ -75,6 +77,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--fail", type=int, default=100)
     p.add_argument("--settle", type=float, default=30, help="seconds of steady state measured at the first and last batch")
     p.add_argument("--profile-seconds", type=float, default=60, help="py-spy over the operator from its last batch (0: off)")
+    p.add_argument("--kills", type=int, default=3, help="recovery: driver kills measured")
     p.add_argument("--timeout", type=float, default=900, help="per engine run / per wait")
     p.add_argument("--results", type=Path, default=BENCH_DIR / "results")
     p.add_argument("--readme", type=Path, default=REPO_DIR / "README.md", help="'-': do not render")

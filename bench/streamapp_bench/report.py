@@ -110,7 +110,23 @@ def controlplane(r: dict) -> list[str]:
     return lines
 
 
-RENDER = {"dataplane": dataplane, "controlplane": controlplane}
+def recovery(r: dict) -> list[str]:
+    d = r["result"]
+    cold, kills = d["cold"], d["restarts"]
+    lines = [f"**Recovery** — click sessions on the real single-node cluster (driver + executor pods, trigger "
+             f"{d['trigger_s']:g} s, {d['rate']:g} clicks/s arriving); SIGKILL to the driver's JVM inside the pod, "
+             f"restart backoff {d['restart_backoff']}. \"First batch\": every sink query of the driver committed a "
+             f"batch started after the kill (or the apply).", "",
+             "| | → driver pod Running | → first committed batch |", "| --- | ---: | ---: |",
+             f"| cold start (`kubectl apply`) | {_n(cold['to_running_s'], 1, ' s')} | {_n(cold['to_first_batch_s'], 1, ' s')} |"]
+    for i, k in enumerate(kills, 1):
+        lines.append(f"| kill {i} | {_n(k['to_running_s'], 1, ' s')} | {_n(k['to_first_batch_s'], 1, ' s')} |")
+    lines += ["", f"Restart p50 kill → first batch {_target(d['restart_p50_to_first_batch_s'], d['target_s'], False, ' s')} "
+              f"(cold start + one trigger interval)."]
+    return lines
+
+
+RENDER = {"dataplane": dataplane, "controlplane": controlplane, "recovery": recovery}
 
 
 def render(results: dict[str, dict]) -> str:
