@@ -293,6 +293,10 @@ def kill_group(pgid: int, grace: float = 10.0) -> None:
             return
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
+            try:  # the leader is our own child when `up` ran in this process: reap it, or its zombie
+                os.waitpid(pgid, os.WNOHANG)  # keeps the group "alive" for the whole grace period
+            except ChildProcessError:
+                pass
             try:
                 os.killpg(pgid, 0)
             except ProcessLookupError:
