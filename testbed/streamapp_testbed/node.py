@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import tarfile
 import time
 from pathlib import Path
 
@@ -159,6 +160,12 @@ state = "{self.run_dir / 'containerd-state'}"
             image_id = tar.with_suffix(".id").read_text().strip()
             if done.get(tar.name) == image_id:
                 continue
+            # Importing over an older image of the same name raced containerd's garbage collector:
+            # once the name moved, the old image's snapshots were collected while the unpack still
+            # counted on its shared base layers ("parent snapshot … does not exist"). Removing the
+            # old image first, synchronously, leaves nothing for the unpack to race with.
+            for ref in image_refs(tar):
+                self.ctr("images", "rm", "--sync", ref)
             self.ctr("images", "import", "--no-unpack=false", str(tar), check=True)
             done[tar.name] = image_id
             marker.write_text(json.dumps(done))
@@ -176,6 +183,21 @@ state = "{self.run_dir / 'containerd-state'}"
                     break
                 time.sleep(0.25)
             self.ctr("containers", "delete", cid)
+
+
+def image_refs(tar: Path) -> list[str]:
+    """The names a `docker save` tar carries, as containerd spells them (docker.io/library/…)."""
+    with tarfile.open(tar) as archive:
+        manifest = json.load(archive.extractfile("manifest.json"))
+    refs = []
+    for tag in (t for entry in manifest for t in entry.get("RepoTags") or []):
+        first = tag.split("/", 1)[0]
+        if "/" not in tag:
+            tag = f"docker.io/library/{tag}"
+        elif "." not in first and ":" not in first and first != "localhost":
+            tag = f"docker.io/{tag}"
+        refs.append(tag)
+    return refs
 
 
 # --- kubelet, kube-proxy ----------------------------------------------------------------
