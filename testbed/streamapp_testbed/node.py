@@ -160,10 +160,11 @@ state = "{self.run_dir / 'containerd-state'}"
             image_id = tar.with_suffix(".id").read_text().strip()
             if done.get(tar.name) == image_id:
                 continue
-            # Importing over an older image of the same name raced containerd's garbage collector:
-            # once the name moved, the old image's snapshots were collected while the unpack still
-            # counted on its shared base layers ("parent snapshot … does not exist"). Removing the
-            # old image first, synchronously, leaves nothing for the unpack to race with.
+            # Importing over an older image of the same name failed every time with "parent snapshot
+            # … does not exist" after containerd had been SIGKILLed mid-run: the unpack found the
+            # shared base layers in the metadata and skipped them, but the snapshotter had lost them.
+            # Removing the old image first, synchronously (its snapshots collected), makes the unpack
+            # lay down every layer it needs; nothing is left half-shared with it or with the GC.
             for ref in image_refs(tar):
                 self.ctr("images", "rm", "--sync", ref)
             self.ctr("images", "import", "--no-unpack=false", str(tar), check=True)
