@@ -154,6 +154,23 @@ def failure_text(exc) -> str:
     return "\n".join(part for part in (str(exc), getattr(exc, "_stackTrace", None) or "") if part)
 
 
+def schedule_retry(spark, running: Running, waiting: dict[int, float], i: int, failure: str, attempt: int,
+                   policy: recovery.RetryPolicy, gave_up: str, retrying: str) -> bool:
+    """Put failed query `i` in `waiting` for its next try; when the failure is not retryable, stop
+    every query and return False (the app exits 1 and Kubernetes restarts the driver)."""
+    name = running.plans[i].name
+    decision = recovery.decide(failure, attempt, policy)
+    if not decision.retry:
+        log.error("query %s %s: %s", name, gave_up, failure.split("\n")[0])
+        stop_gracefully(running, timeout=60)
+        stop_now(spark, running)
+        return False
+    log.warning("query %s %s (%s); attempt %d, next try in %.0fs from its checkpoint",
+                name, retrying, decision.reason, attempt, decision.delay)
+    waiting[i] = time.monotonic() + decision.delay
+    return True
+
+
 def supervise(spark, running: Running, poll: float = 0.2, policy: recovery.RetryPolicy = recovery.RetryPolicy()) -> int:
     """Wait until every query ends (available-now), one fails for good (1) or a stop is requested (0).
 
@@ -172,17 +189,10 @@ def supervise(spark, running: Running, poll: float = 0.2, policy: recovery.Retry
         for i, query in enumerate(running.queries):
             if i in waiting or query.isActive or query.exception() is None:
                 continue
-            failure = failure_text(query.exception())
             attempts[i] = recovery.next_attempt(attempts.get(i, 0), progressed=bool(query.recentProgress))
-            decision = recovery.decide(failure, attempts[i], policy)
-            if not decision.retry:
-                log.error("query %s failed: %s", query.name, failure.split("\n")[0])
-                stop_gracefully(running, timeout=60)
-                stop_now(spark, running)
+            if not schedule_retry(spark, running, waiting, i, failure_text(query.exception()), attempts[i], policy,
+                                  gave_up="failed", retrying="lost Kafka"):
                 return 1
-            log.warning("query %s lost Kafka (%s); attempt %d, next try in %.0fs from its checkpoint",
-                        query.name, decision.reason, attempts[i], decision.delay)
-            waiting[i] = time.monotonic() + decision.delay
         for i, due in list(waiting.items()):
             if time.monotonic() < due:
                 continue
@@ -192,15 +202,9 @@ def supervise(spark, running: Running, poll: float = 0.2, policy: recovery.Retry
                 running.queries[i] = running.restart(qp)
             except Exception as exc:  # noqa: BLE001 - a restart that fails is decided like a failed query
                 attempts[i] += 1
-                decision = recovery.decide(failure_text(exc), attempts[i], policy)
-                if not decision.retry:
-                    log.error("query %s could not restart: %s", qp.name, str(exc).split("\n")[0])
-                    stop_gracefully(running, timeout=60)
-                    stop_now(spark, running)
+                if not schedule_retry(spark, running, waiting, i, failure_text(exc), attempts[i], policy,
+                                      gave_up="could not restart", retrying="could not restart"):
                     return 1
-                log.warning("query %s could not restart (%s); attempt %d, next try in %.0fs",
-                            qp.name, decision.reason, attempts[i], decision.delay)
-                waiting[i] = time.monotonic() + decision.delay
                 continue
             running.metrics.restarted(qp.name)
             log.info("restarted query %s from checkpoint %s", qp.name, qp.checkpoint)

@@ -27,7 +27,7 @@ from pathlib import Path
 import yaml
 
 from streamapp_runtime import clickstream
-from streamapp_testbed import cluster, kafka_admin
+from streamapp_testbed import cluster, cluster_apps, kafka_admin
 from streamapp_testbed.paths import REPO_DIR, cache_dir, installed
 
 log = logging.getLogger("bench.recovery")
@@ -119,19 +119,10 @@ class Clicks(threading.Thread):
 
 
 def manifest(bootstrap: str, topic: str, trigger: str) -> dict:
-    app = yaml.safe_load((REPO_DIR / "examples" / "click-sessions.yaml").read_text())
-    app["metadata"]["namespace"] = NS
+    app = cluster_apps.click_sessions(NS, bootstrap, topic, CLASS, trigger, backoff="1s")
     spec = app["spec"]
-    spec["kafka"]["bootstrapServers"] = bootstrap
-    spec["sources"][0]["topic"] = topic
     spec["sinks"] = [s for s in spec["sinks"] if "kafka" in s]
     spec["sinks"][0]["kafka"]["topic"] = f"{topic}-out"
-    spec["state"]["checkpoint"] = {"size": "1Gi", "accessModes": ["ReadWriteMany"], "storageClassName": CLASS}
-    spec["driver"] = {"cores": 1, "memory": "1g"}
-    spec["executor"] = {"cores": 1, "memory": "1g"}
-    spec["sparkConf"] = {"spark.kubernetes.executor.request.cores": "250m"}
-    spec["trigger"] = trigger
-    spec["restartPolicy"] = {"backoff": "1s", "maxBackoff": "10s", "maxRestarts": 0}
     return app
 
 
@@ -149,10 +140,8 @@ def run(bed, workdir: Path, kills: int = 3, trigger: str = "5s", rate: float = 2
                "--set", f"watchNamespaces={{{NS}}}", "--set", "operator.resync=10", "--wait", "--timeout", "5m")  # fmt: skip
         volume.mkdir(parents=True, exist_ok=True)
         volume.chmod(0o777)
-        c.kubectl("apply", "-f", "-", input=yaml.safe_dump({
-            "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"streamapp-bench-{run_id}"},
-            "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"], "storageClassName": CLASS,
-                     "persistentVolumeReclaimPolicy": "Retain", "hostPath": {"path": str(volume), "type": "Directory"}}}))  # fmt: skip
+        c.kubectl("apply", "-f", "-", input=yaml.safe_dump(
+            cluster_apps.hostpath_volume(f"streamapp-bench-{run_id}", str(volume), CLASS)))
         kafka_admin.create_topic(state["kafka_bootstrap"], topic, partitions=2)
         clicks.start()
         time.sleep(3)

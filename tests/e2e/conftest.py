@@ -44,21 +44,21 @@ class E2ECluster:
     discarded_after: bool = False  # the session brought the cluster up and takes it down (with all in it)
 
     def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
-        argv = [str(_tool("kubectl")), f"--kubeconfig={self.kubeconfig}", f"--context={CONTEXTS[self.mode]}", *args]
-        result = subprocess.run(argv, input=input, capture_output=True, text=True, timeout=120)
-        if check and result.returncode != 0:
-            raise RuntimeError(f"kubectl {' '.join(args)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
-        return result
+        return _run("kubectl", [f"--kubeconfig={self.kubeconfig}", f"--context={CONTEXTS[self.mode]}"], args,
+                    input=input, check=check, timeout=120)
 
     def apply(self, *docs: dict) -> None:
         self.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
 
     def helm(self, *args: str) -> subprocess.CompletedProcess:
-        argv = [str(_tool("helm")), f"--kubeconfig={self.kubeconfig}", f"--kube-context={CONTEXTS[self.mode]}", *args]
-        result = subprocess.run(argv, capture_output=True, text=True, timeout=300)
-        if result.returncode != 0:
-            raise RuntimeError(f"helm {' '.join(args)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
-        return result
+        return _run("helm", [f"--kubeconfig={self.kubeconfig}", f"--kube-context={CONTEXTS[self.mode]}"], args,
+                    input=None, check=True, timeout=300)
+
+    def chart(self, namespace: str, *verb: str, values: dict[str, str]) -> subprocess.CompletedProcess:
+        """`helm <verb> streamapp charts/streamapp-operator` in `namespace`, watching it, with `values` set."""
+        sets = [arg for key, value in {"watchNamespaces": f"{{{namespace}}}", **values}.items()
+                for arg in ("--set", f"{key}={value}")]
+        return self.helm(*verb, "streamapp", str(REPO / "charts" / "streamapp-operator"), "-n", namespace, *sets)
 
     def volume_dir(self, name: str) -> str:
         """A directory on the node for a hostPath PersistentVolume, writable by the runtime's user."""
@@ -71,6 +71,15 @@ class E2ECluster:
             subprocess.run(["docker", "exec", "streamapp-e2e-control-plane", "sh", "-c",
                             f"mkdir -p {path} && chmod 777 {path}"], check=True)  # fmt: skip
         return path
+
+
+def _run(tool: str, context: list[str], args: tuple[str, ...], input: str | None, check: bool,
+         timeout: float) -> subprocess.CompletedProcess:
+    result = subprocess.run([str(_tool(tool)), *context, *args], input=input, capture_output=True, text=True,
+                            timeout=timeout)
+    if check and result.returncode != 0:
+        raise RuntimeError(f"{tool} {' '.join(args)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
+    return result
 
 
 def _tool(name: str) -> Path:
@@ -135,15 +144,13 @@ def e2e_cluster(tmp_path_factory) -> Iterator[E2ECluster]:
 @pytest.fixture(scope="session")
 def prometheus(e2e_cluster, tmp_path_factory):
     """Started before the operator, so it sees every pod of the session."""
-    from e2e_clicks import NS, REPO
+    from e2e_clicks import NS
     from e2e_monitors import Discovery, scrape_configs
     from streamapp_testbed.prometheus import Prometheus
 
     c = e2e_cluster
-    rendered = c.helm("template", "streamapp", str(REPO / "charts" / "streamapp-operator"), "-n", NS,
-                      "--set", f"watchNamespaces={{{NS}}}", "--set", "podMonitor.enabled=true",
-                      "--set", "serviceMonitor.enabled=true", "--set", "podMonitor.interval=5s",
-                      "--set", "serviceMonitor.interval=5s").stdout  # fmt: skip
+    rendered = c.chart(NS, "template", values={"podMonitor.enabled": "true", "serviceMonitor.enabled": "true",
+                                               "podMonitor.interval": "5s", "serviceMonitor.interval": "5s"}).stdout
     workdir = tmp_path_factory.mktemp("prometheus")
     configs, watches = scrape_configs([d for d in yaml.safe_load_all(rendered) if d], c.kubeconfig, workdir,
                                       through_api_server=c.mode == "kind")
@@ -163,13 +170,12 @@ def prometheus(e2e_cluster, tmp_path_factory):
 @pytest.fixture(scope="session")
 def operator(e2e_cluster, prometheus):
     """The operator installed by its chart into the e2e namespace (removed with everything after)."""
-    from e2e_clicks import NS, REPO, RUN
+    from e2e_clicks import NS, RUN
 
     c = e2e_cluster
     c.kubectl("create", "namespace", NS, check=False)
-    c.helm("upgrade", "--install", "streamapp", str(REPO / "charts" / "streamapp-operator"), "-n", NS,
-           "--set", f"watchNamespaces={{{NS}}}", "--set", "operator.scaleDebounce=5", "--set", "operator.resync=10",
-           "--wait", "--timeout", "5m")  # fmt: skip
+    c.chart(NS, "upgrade", "--install", "--wait", "--timeout", "5m",
+            values={"operator.scaleDebounce": "5", "operator.resync": "10"})
     yield c
     if c.discarded_after:  # cluster.down() ends every pod and process, and the next up starts afresh
         return

@@ -11,10 +11,9 @@ from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-import yaml
 
 from streamapp_runtime import clickstream
-from streamapp_testbed import kafka_admin
+from streamapp_testbed import cluster_apps, kafka_admin
 
 REPO = Path(__file__).resolve().parents[2]
 NS = "streamapp-e2e"
@@ -75,25 +74,14 @@ def executors_follow(cluster, count: int):
 
 
 def manifest(kafka_bootstrap: str) -> dict:
-    app = yaml.safe_load((REPO / "examples" / "click-sessions.yaml").read_text())
-    app["metadata"]["namespace"] = NS
-    spec = app["spec"]
-    spec["kafka"]["bootstrapServers"] = kafka_bootstrap
-    spec["sources"][0]["topic"] = TOPIC
-    for sink in spec["sinks"]:
+    app = cluster_apps.click_sessions(NS, kafka_bootstrap, TOPIC, CLASS, TRIGGER, backoff="2s")
+    for sink in app["spec"]["sinks"]:
         if "kafka" in sink:
             sink["kafka"]["topic"] = OUT
         else:
             sink["postgres"]["table"] = TABLE
             assert sink["postgres"]["secretRef"]["name"] == PG_SECRET
-    spec["deadLetter"] = {"topic": f"{APP}-dlq-{RUN}"}
-    spec["state"]["checkpoint"] = {"size": "1Gi", "accessModes": ["ReadWriteMany"], "storageClassName": CLASS}
-    spec["driver"] = {"cores": 1, "memory": "1g"}
-    spec["executor"] = {"cores": 1, "memory": "1g"}
-    # A 2-core node: executors ask for a quarter of a core.
-    spec["sparkConf"] = {"spark.kubernetes.executor.request.cores": "250m"}
-    spec["trigger"] = TRIGGER
-    spec["restartPolicy"] = {"backoff": "2s", "maxBackoff": "10s", "maxRestarts": 0}
+    app["spec"]["deadLetter"] = {"topic": f"{APP}-dlq-{RUN}"}
     return app
 
 

@@ -17,7 +17,7 @@ import pytest
 from e2e_clicks import (APP, CLASS, LATE, MALFORMED, NS, PG_SECRET, REPO, RUN, TOPIC, VERSION, app_object,
                         executors_follow, manifest, new_driver, outputs_exact, produce, round_events, running,
                         wait_for)  # fmt: skip
-from streamapp_testbed import kafka_admin
+from streamapp_testbed import cluster_apps, kafka_admin
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
@@ -41,13 +41,7 @@ def driver_uid(c) -> str:
 
 def test_runs_on_driver_and_executor_pods_and_both_sinks_are_exact(operator):
     c = operator
-    c.apply({
-        "apiVersion": "v1", "kind": "PersistentVolume",
-        "metadata": {"name": f"streamapp-e2e-{RUN}"},
-        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"], "storageClassName": CLASS,
-                 "persistentVolumeReclaimPolicy": "Retain",
-                 "hostPath": {"path": c.volume_dir(RUN), "type": "Directory"}},
-    }, {
+    c.apply(cluster_apps.hostpath_volume(f"streamapp-e2e-{RUN}", c.volume_dir(RUN), CLASS), {
         "apiVersion": "v1", "kind": "Secret", "metadata": {"name": PG_SECRET, "namespace": NS},
         "stringData": {"uri": c.postgres_dsn},
     })  # fmt: skip
