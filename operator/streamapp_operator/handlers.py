@@ -7,6 +7,7 @@ threads and schedules the next look.
 
 from __future__ import annotations
 
+import copy
 import logging
 
 import kopf
@@ -35,11 +36,20 @@ def configure(settings: kopf.OperatorSettings, **_) -> None:
 
 
 @kopf.on.resume(GROUP, VERSION, PLURAL)
-@kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL)
 async def reconcile_app(namespace: str, name: str, **_) -> None:
     try:
         await RECONCILER.run(namespace, name)
+    except ApiError as exc:
+        raise kopf.TemporaryError(f"API: {exc}", delay=5) from exc
+
+
+@kopf.on.create(GROUP, VERSION, PLURAL)
+async def reconcile_new_app(namespace: str, name: str, body: kopf.Body, **_) -> None:
+    # An app without status has never been reconciled: its body from the event is enough to start.
+    created = copy.deepcopy(dict(body)) if not body.get("status") else None
+    try:
+        await RECONCILER.run(namespace, name, created)
     except ApiError as exc:
         raise kopf.TemporaryError(f"API: {exc}", delay=5) from exc
 

@@ -85,11 +85,15 @@ class Reconciler:
             self.caches = Caches(PartitionCache(max_age=self.resync), ProgressCache())
             self.pool = ThreadPoolExecutor(self.workers, thread_name_prefix="reconcile")
 
-    async def run(self, namespace: str, name: str) -> None:
+    async def run(self, namespace: str, name: str, created: dict | None = None) -> None:
+        """``created``: the body of a create event of an app without status (see ``reconcile``); used
+        only when nothing about the app has reached this operator before."""
         key = (namespace, name)
         app = self.apps.get(key)
         if app is None:
             app = self.apps[key] = _App()
+        else:
+            created = None
         if app.waiting:
             return  # coalesced into the reconcile that is waiting
         app.waiting = True
@@ -103,7 +107,7 @@ class Reconciler:
             began = loop.time()
             known = app.known if app.known is not None and began - app.known_at < self.resync * CHILDREN_EVERY else None
             call = partial(reconcile, self.kube, namespace, name, self.settings, app.memory, caches=self.caches,
-                           known=known)
+                           known=known, created=created)
             outcome = await loop.run_in_executor(self.pool, call)
         except Exception:
             self.requeue(namespace, name, min(self.resync, ERROR_RETRY))  # never lose the periodic look
@@ -119,7 +123,9 @@ class Reconciler:
         if known is None:  # read afresh by this reconcile: the next full read is due ten resyncs on
             app.known_at = began
         self._read_metrics(key, outcome.driver)
-        if outcome.plan.requeue is None:
+        if outcome.reread:
+            self.requeue(namespace, name, 0)
+        elif outcome.plan.requeue is None:
             self.requeue(namespace, name, self._periodic(), periodic=True)
         else:
             self.requeue(namespace, name, min(outcome.plan.requeue.total_seconds(), self._periodic()))

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
+import yaml
 
 from streamapp_testbed.kafka_admin import add_partitions, create_topic
 from streamapp_testbed.kwok import EXIT_CODE_ANNOTATION, FAIL_LABEL, fake_node
@@ -43,6 +45,26 @@ def test_every_example_gets_its_children_owned_and_a_running_driver(cluster, kaf
         # A node heartbeat lapse on a starved machine marks kwok pods NotReady; the test bed's
         # pod-ready-again stage turns them Ready again as a kubelet would, so Ready must follow.
         wait_for(f"{name} Ready", lambda: cluster.condition(name, "Ready").get("status") == "True", timeout=60)
+
+
+def test_a_new_app_whose_config_map_is_left_over_starts_on_its_own_config(cluster, kafka):
+    # An app deleted and made again before the old one's ConfigMap was collected. The operator takes
+    # a new app's children as absent (no reads before its first driver), so its create of the
+    # ConfigMap meets the old one: the driver must wait for a decision on what is really there.
+    topic = unique("lines")
+    create_topic(kafka.bootstrap, topic, partitions=2)
+    cluster.pv_for("app")
+    cluster.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "app-config", "namespace": cluster.namespace},
+                   "data": {"streamapp.yaml": "left: over", "spark.properties": "spark.executor.instances=7\n"}})
+    cluster.apply(simple_app("app", cluster.namespace, kafka.bootstrap, topic))
+    pod = wait_for("a running driver", lambda: cluster.running_driver("app"), timeout=90)
+    config = cluster.get("ConfigMap", "app-config")
+    assert yaml.safe_load(config["data"]["streamapp.yaml"])["spec"]["sources"][0]["topic"] == topic
+    assert cluster.config_properties("app")["spark.executor.instances"] == "2"
+    digest = hashlib.sha256(json.dumps(config["data"], sort_keys=True).encode()).hexdigest()[:16]
+    assert pod["metadata"]["annotations"]["streamapp.io/config-hash"] == digest, "driver started on another config"
+    assert [o["uid"] for o in config["metadata"].get("ownerReferences") or []] == [cluster.app("app")["metadata"]["uid"]]
+    assert len(cluster.driver_pods("app")) == 1
 
 
 def _exists(kafka, topic: str) -> bool:

@@ -25,6 +25,7 @@ class Acted:
     done: list[str] = field(default_factory=list)  # a short log of what was done (for events and tests)
     written: dict[str, dict] | None = None  # "Kind/name" -> each child as created or patched; None: one was there already
     driver_pod: dict | None = None  # the driver pod as created
+    stale: bool = False  # a create found its object there, or a patch found it gone: what was read is old
 
 
 def execute(kube: Kube, obs: Observed, plan: Plan) -> Acted:
@@ -39,19 +40,25 @@ def execute(kube: Kube, obs: Observed, plan: Plan) -> Acted:
     results = kube.gather(creates + patches)
     done += [f"created {obj['kind']}/{obj['metadata']['name']}" for obj, made in zip(plan.create, results) if made]
     done += [f"patched {patch['kind']}/{patch['metadata']['name']}" for patch in plan.patch]
-    if all(results):
+    acted.stale = not all(results)
+    if not acted.stale:
         acted.written = {key(obj): result for obj, result in zip((*plan.create, *plan.patch), results)}
     pod_name = names.driver_pod(obs.name)
     if plan.driver == "create" and plan.driver_pod is not None:
-        acted.driver_pod = kube.create(plan.driver_pod)
-        if acted.driver_pod is not None:
-            done.append(f"created Pod/{pod_name}")
+        if acted.stale:  # the driver could start on a ConfigMap the decision never saw: decide again first
+            log.info("a child of %s/%s was not as read: the driver waits for a fresh read", obs.namespace, obs.name)
         else:
-            log.info("driver pod %s/%s already exists: left as it is", obs.namespace, pod_name)
+            acted.driver_pod = kube.create(plan.driver_pod)
+            if acted.driver_pod is not None:
+                done.append(f"created Pod/{pod_name}")
+            else:
+                acted.stale = True
+                log.info("driver pod %s/%s already exists: left as it is", obs.namespace, pod_name)
     elif plan.driver in ("delete", "delete_now"):
         grace = 0 if plan.driver == "delete_now" else None  # None: the pod's own grace period (SIGTERM first)
         if kube.delete("Pod", obs.namespace, pod_name, grace_seconds=grace, uid=obs.driver.uid):
             done.append(f"deleted Pod/{pod_name}")
-    if not plan.status_first and write_status(kube, obs, plan.status):
+    # A stale plan's status would describe a world that is not there; the fresh read writes it.
+    if not plan.status_first and not acted.stale and write_status(kube, obs, plan.status):
         done.append("status")
     return acted

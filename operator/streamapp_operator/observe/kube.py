@@ -36,6 +36,11 @@ def checked_app(body: dict) -> tuple[StreamApp | None, list]:
     return (None if errors else app), errors
 
 
+def child_keys(app: str) -> list[str]:
+    """"Kind/name" of each child the operator makes for the app (the driver pod aside)."""
+    return [f"{kind}/{name(app)}" for kind, name in CHILD_KINDS]
+
+
 def child_reads(kube: Kube, namespace: str, app: str, known: dict | None = None) -> dict[str, Callable[[], dict | None]]:
     """"Kind/name" -> a read of that child (for ``Kube.gather``), leaving out the ``known`` ones."""
     return {f"{kind}/{name(app)}": partial(lambda kind, child: kube.get(kind, namespace, child), kind, name(app))
