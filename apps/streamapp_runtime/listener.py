@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 
 from pyspark.sql.streaming import StreamingQueryListener
@@ -19,7 +20,10 @@ class ProgressListener(StreamingQueryListener):
         self.queries = queries  # only this app's queries (a test session may run others)
         self.names: dict[str, str] = {}
         self.quiet = quiet
-        self.progress: dict[str, list[dict]] = {}
+        # Spark's whole progress of every batch (durations per phase, state operators, sources),
+        # one JSON line each, when STREAMAPP_PROGRESS_JSON names a file: to profile where a batch goes.
+        path = os.environ.get("STREAMAPP_PROGRESS_JSON")
+        self.progress_file = open(path, "a", buffering=1) if path else None  # noqa: SIM115 - open for the app's life
 
     def onQueryStarted(self, event) -> None:
         if event.name in self.queries:
@@ -31,7 +35,8 @@ class ProgressListener(StreamingQueryListener):
         if p.get("name") not in self.queries:
             return
         self.metrics.observe(p)
-        self.progress.setdefault(p["name"], []).append(p)
+        if self.progress_file is not None:
+            self.progress_file.write(json.dumps(p) + "\n")
         if not self.quiet:
             lag = sum(sum(offsets_behind(s.get("endOffset"), s.get("latestOffset")).values()) for s in p.get("sources") or [])
             print(progress_line(p, lag), file=sys.stderr, flush=True)

@@ -7,6 +7,7 @@ are allowed there, missing keys are not).
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -53,10 +54,11 @@ def expected(events: list[clickstream.Click]) -> dict:
     return {k: tuple(v) for k, v in acc.items() if k[2] + timedelta(minutes=1) <= watermark}
 
 
-def start(path: Path, kafka: str, dsn: str, checkpoint: Path, log: Path, available_now: bool = False) -> subprocess.Popen:
+def start(path: Path, kafka: str, dsn: str, checkpoint: Path, log: Path, available_now: bool = False,
+          **env_vars: str) -> subprocess.Popen:
     command = [sys.executable, "-m", "streamapp_api", "run", str(path), "--kafka", kafka, "--checkpoint", str(checkpoint),
                "--postgres", f"pg={dsn}", "--metrics-port", "0"] + (["--available-now"] if available_now else [])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(REPO / p) for p in ("crds", "apps", "testbed"))}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(REPO / p) for p in ("crds", "apps", "testbed")), **env_vars}
     return subprocess.Popen(command, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True)
 
 
@@ -86,10 +88,18 @@ def test_kill_9_then_sigterm_then_finish_gives_the_uninterrupted_result(kafka, p
     checkpoint, log = tmp_path / "checkpoint", tmp_path / "run.log"
     query = f"sessions-{table}"
 
-    first = start(path, kafka.bootstrap, postgres.dsn, checkpoint, log)
-    wait_for(lambda: committed_batches(postgres.dsn, query) >= 2, first, log)
+    progress = tmp_path / "progress.jsonl"
+    first = start(path, kafka.bootstrap, postgres.dsn, checkpoint, log, STREAMAPP_PROGRESS_JSON=str(progress))
+    wait_for(lambda: committed_batches(postgres.dsn, query) >= 2 and progress.exists() and query in progress.read_text(),
+             first, log)
     os.killpg(first.pid, signal.SIGKILL)  # the driver and its JVM, as when a pod dies
     first.wait(30)
+    # Spark's whole progress per batch, for profiling: each phase's duration, the state operator's figures.
+    batches = [json.loads(line) for line in progress.read_text().splitlines()]
+    ours = [b for b in batches if b["name"] == query]
+    assert ours and all(b["durationMs"]["triggerExecution"] >= b["durationMs"]["addBatch"] for b in ours)
+    assert [b["batchId"] for b in ours] == sorted({b["batchId"] for b in ours})
+    assert all(b["stateOperators"] and "commitTimeMs" in b["stateOperators"][0] for b in ours)
     killed_at = committed_batches(postgres.dsn, query)
 
     second = start(path, kafka.bootstrap, postgres.dsn, checkpoint, log)
