@@ -4,6 +4,7 @@ example as written (emit final, Kafka and Postgres sinks) over the backlog."""
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
@@ -41,6 +42,10 @@ def throughput(bed, run: engines.Run, engine: str, counted: int, total: int, tim
            "output_seconds": (rate["last_ms"] - rate["first_ms"]) / 1000 if rate.get("first_ms") else None}
     if not finished:
         out["log_tail"] = proc.log_tail(15)
+    progress = run.workdir / engines.PROGRESS
+    if progress.exists():
+        lines = [json.loads(line) for line in progress.read_text().splitlines() if line.strip()]
+        out["batch_profile"] = measure.batch_profile(lines, engines.runtime_query(run))
     log.info("throughput %s: %s", engine, {k: v for k, v in out.items() if k != "log_tail"})
     return out
 

@@ -26,6 +26,7 @@ EXAMPLE = REPO_DIR / "examples" / "click-sessions.yaml"
 PYTHONPATH = os.pathsep.join(str(REPO_DIR / p) for p in ("crds", "operator", "apps", "testbed", "bench"))
 ENV = {"PYTHONPATH": PYTHONPATH, "PYTHONUNBUFFERED": "1"}
 JVM_HEAP = "-Xmx1g"
+PROGRESS = "progress.jsonl"
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,16 @@ def runtime(run: Run, available_now: bool = False, dead_letters: bool = True) ->
         argv += ["--postgres", f"pg={run.postgres_dsn}"]
     if available_now:
         argv.append("--available-now")
-    return ManagedProcess("runtime", argv, run.workdir / "runtime.log", env=ENV).start()
+    # Spark's progress of every batch, for the bench's profile of where a batch goes.
+    env = {**ENV, "STREAMAPP_PROGRESS_JSON": str(run.workdir / PROGRESS)}
+    return ManagedProcess("runtime", argv, run.workdir / "runtime.log", env=env).start()
+
+
+def runtime_query(run: Run) -> str:
+    """The name of the runtime's query writing the Kafka sink (the one the bench measures)."""
+    from streamapp_api import load
+
+    return load(manifest(run, "bench")).spec.sinks[0].query_name
 
 
 def handwritten(run: Run) -> ManagedProcess:

@@ -80,3 +80,22 @@ def percentile(values: Sequence[float], q: float) -> float | None:
 
 def ratio(a: float | None, b: float | None) -> float | None:
     return None if not a or not b else a / b
+
+
+PHASES = ("latestOffset", "queryPlanning", "getBatch", "walCommit", "addBatch", "commitOffsets", "triggerExecution")
+
+
+def batch_profile(progress: Iterable[dict], query: str) -> dict | None:
+    """Where `query`'s micro-batches spent their time, from Spark's progress of each (the runtime's
+    STREAMAPP_PROGRESS_JSON lines): batches with input, mean rows per batch, mean milliseconds per phase,
+    and the state store's mean commit time. Batches without input (watermark-only) are counted apart."""
+    batches = [p for p in progress if p.get("name") == query]
+    busy = [p for p in batches if p.get("numInputRows")]
+    if not busy:
+        return None
+    mean = lambda values: round(sum(values) / len(values), 1)  # noqa: E731
+    state = [sum(op.get("commitTimeMs", 0) for op in p.get("stateOperators") or []) for p in busy]
+    return {"batches": len(busy), "batches_without_input": len(batches) - len(busy),
+            "rows_per_batch": mean([p["numInputRows"] for p in busy]),
+            "ms": {phase: mean([p["durationMs"].get(phase, 0) for p in busy]) for phase in PHASES},
+            "state_commit_ms": mean(state)}

@@ -60,6 +60,16 @@ def dataplane(r: dict) -> list[str]:
     if ratios.get("a_nodlq_over_b"):
         lines[-1] += (f" With dead letters off, (a′)/(b) = {_n(ratios['a_nodlq_over_b'], 2)} and "
                       f"(a′)/(c) = {_n(ratios.get('a_nodlq_over_c'), 2)}.")
+    profile = t.get("runtime", {}).get("batch_profile")
+    if profile:
+        ms = profile["ms"]
+        parts = ", ".join(f"{phase} {ms[phase]:,.0f}" for phase in ("addBatch", "walCommit", "commitOffsets",
+                                                                       "latestOffset", "queryPlanning", "getBatch"))
+        lines += ["", f"Where (a)'s micro-batches went (Spark's progress of each): {profile['batches']} batches of "
+                  f"{profile['rows_per_batch']:,.0f} records on average, {ms['triggerExecution']:,.0f} ms each: {parts} ms "
+                  f"(addBatch is the work: read, parse, aggregate, state, write; the state store's commit "
+                  f"{profile['state_commit_ms']:,.0f} ms of it); {profile['batches_without_input']} batches without input "
+                  f"(watermark only)."]
     db = d.get("db")
     if db and db.get("rows_upserted"):
         closed = db["events_in_closed_windows"] * d["n"] / d["counted"]  # scrolls included, as in N

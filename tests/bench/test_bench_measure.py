@@ -29,3 +29,21 @@ def test_each_counted_event_is_matched_to_the_first_row_that_includes_it():
             Row(at_ms=2600, key=("other", "u", w), count=1)]
     latencies, missing = event_latencies(events, rows)
     assert sorted(latencies) == [300, 500, 1200] and missing == 0
+
+
+def test_batch_profile_averages_batches_with_input_and_counts_the_others_apart():
+    from streamapp_bench.measure import batch_profile
+
+    def progress(name, rows, add, total, commit=None):
+        ops = [{"commitTimeMs": commit}] if commit is not None else []
+        return {"name": name, "numInputRows": rows, "durationMs": {"addBatch": add, "triggerExecution": total},
+                "stateOperators": ops}
+
+    batches = [progress("q", 100, 400, 500, 30), progress("q", 300, 800, 1100, 50), progress("q", 0, 10, 40, 5),
+               progress("dlq", 400, 9000, 9000)]
+    profile = batch_profile(batches, "q")
+    assert profile["batches"] == 2 and profile["batches_without_input"] == 1
+    assert profile["rows_per_batch"] == 200
+    assert profile["ms"]["addBatch"] == 600 and profile["ms"]["triggerExecution"] == 800 and profile["ms"]["walCommit"] == 0
+    assert profile["state_commit_ms"] == 40
+    assert batch_profile(batches, "nothing") is None

@@ -42,6 +42,9 @@ def test_throughput_harness_accounts_for_every_event(engine, kafka, backlog, tmp
     assert out["finished"], out.get("log_tail")
     assert out["events_accounted"] == counted
     assert out["output_rows"] > 0 and out["events_per_s"] is None or out["events_per_s"] > 0
+    if engine == "runtime":  # where its batches went, from Spark's progress
+        profile = out["batch_profile"]
+        assert profile["batches"] >= 1 and profile["ms"]["addBatch"] > 0 and profile["rows_per_batch"] <= 1000
 
 
 def test_raw_consumer_reads_the_topic_in_several_passes(kafka, backlog, tmp_path):
