@@ -163,6 +163,29 @@ def _prepare(bed, nodes: int, pods_per_node: int) -> None:
     cp.kubectl("create", "namespace", NAMESPACE, check=False)
 
 
+def _operator_ready(bed, kube, watch: PodWatch, operator, liveness: str, topic: str, timeout: float) -> float:
+    """Wait as a Deployment's rollout would (kopf's liveness endpoint answers), then until one probe
+    app, not measured, has its driver: the operator is watching. Seconds from start to ready."""
+    import urllib.request
+
+    began = time.monotonic()
+
+    def live() -> bool:
+        try:
+            with urllib.request.urlopen(liveness, timeout=2) as response:
+                return response.status == 200
+        except OSError:
+            return False
+
+    if not _wait("the operator's liveness endpoint", lambda: live() or not operator.running, timeout) or not operator.running:
+        raise RuntimeError(f"the operator did not start:\n{operator.log_tail(20)}")
+    bed.control_plane.kubectl("apply", "-f", "-", input=json.dumps(pv("probe")))
+    kube.create(app_doc("probe", bed.kafka.bootstrap, topic))
+    if not _wait("the probe app's driver", lambda: watch.created("probe"), timeout):
+        raise RuntimeError(f"the operator made no driver for the probe app:\n{operator.log_tail(20)}")
+    return round(time.monotonic() - began, 2)
+
+
 def fail_drivers(bed, watch: PodWatch, apps: list[str], timeout: float) -> dict:
     """Fail the running driver of each app through kwok; failure → replacement pod created."""
     _wait("victims Running", lambda: all(watch.running(a) for a in apps), timeout)
@@ -190,14 +213,16 @@ def run(bed, workdir: Path, total: int = 1000, batch: int = 100, fail: int = 100
     kafka_admin.create_topic(bed.kafka.bootstrap, topic, partitions=2)
     api = load_config(str(bed.control_plane.kubeconfig), CONTEXT)
     kube = Kube(api)
+    liveness = f"http://127.0.0.1:{free_port()}/healthz"
     argv = [sys.executable, "-m", "streamapp_operator", "--namespace", NAMESPACE, "--metrics-port", str(free_port()),
-            "--metrics-address", "127.0.0.1", "--runtime-image", "streamapp/runtime:bench"]
+            "--metrics-address", "127.0.0.1", "--runtime-image", "streamapp/runtime:bench", "--liveness", liveness]
     env = {**engines.ENV, "KUBECONFIG": str(bed.control_plane.kubeconfig)}
     operator = ManagedProcess("operator", argv, workdir / "operator.log", env=env).start()
     watch = PodWatch(api).start()
     steps, failures, sampler = [], {}, None
     applied: dict[str, float] = {}
     try:
+        ready_seconds = _operator_ready(bed, kube, watch, operator, liveness, topic, timeout)
         for start in range(0, total, batch):
             names = [f"app-{i:04d}" for i in range(start, min(start + batch, total))]
             bed.control_plane.kubectl("apply", "-f", "-", input=json.dumps(
@@ -247,7 +272,7 @@ def run(bed, workdir: Path, total: int = 1000, batch: int = 100, fail: int = 100
     first, last = steps[0], steps[-1]
     grow = lambda a, b: (b / a) if a and b else None  # noqa: E731
     profile = profiling.summarise(workdir / "operator.pyspy") if sampler is not None else None
-    return {"profile": profile, "total": total, "batch": batch, "fail": fail, "nodes": nodes + 3, "steps": steps,
+    return {"profile": profile, "operator_ready_seconds": ready_seconds, "total": total, "batch": batch, "fail": fail, "nodes": nodes + 3, "steps": steps,
             "failures": {str(k): v for k, v in failures.items()}, "rss_peak_mib": rss_peak,
             "growth": {"apply_p99": grow(first["p99_s"], last["p99_s"]),
                        "apply_p50": grow(first["p50_s"], last["p50_s"]),

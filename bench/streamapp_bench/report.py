@@ -87,7 +87,9 @@ def controlplane(r: dict) -> list[str]:
     fails = c.get("failures", {})
     lines = [f"**Control plane** — {c['total']:,} StreamApps applied in batches of {c['batch']} on the test bed's "
              f"API server, {c['nodes']} kwok nodes; {c['fail']} drivers failed by kwok's chaos stage at the first "
-             f"batch and at the full count (restart backoff 1 s, included).", "",
+             f"batch and at the full count (restart backoff 1 s, included). Measured once the operator is ready "
+             f"(its liveness endpoint answers and a probe app, not counted, got its driver"
+             f"{', ' + format(c['operator_ready_seconds'], '.1f') + ' s after start' if c.get('operator_ready_seconds') else ''}).", "",
              "| apps | apply → driver created p50 / p99 | operator RSS | operator CPU, % of a core (applying / settled) | "
              "API requests per app, server mean | failure → replacement created p50 / p99 | load average (1 min) |",
              "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
