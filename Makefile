@@ -88,7 +88,7 @@ e2e-kind: deps
 # Heavy (tens of minutes); BENCH_ARGS passes options, e.g. BENCH_ARGS="dataplane --n 1000000".
 BENCH_ARGS ?=
 .PHONY: bench
-bench: deps
+bench: deps cluster-deps images  # the recovery bench runs the images of this tree on the cluster
 	@status=0; STREAMAPP_BENCH_COMMAND='make bench$(if $(BENCH_ARGS), BENCH_ARGS="$(BENCH_ARGS)")' \
 	  PYTHONPATH=$(PYTHONPATH):$(CURDIR)/bench \
 	  $(PYTHON) -m streamapp_bench $(BENCH_ARGS) || status=$$?; \
