@@ -151,9 +151,15 @@ class Reconciler:
         if app is None:
             return
         loop = asyncio.get_running_loop()
-        if app.timer is not None and app.timer.when() <= loop.time() + delay:
-            return  # an earlier look is already scheduled
+        # One timer per app, the earliest look asked for. It is the cheap periodic look only when every
+        # request it stands for was periodic: a look asked for by the plan (a backoff, a debounce) must
+        # be a full reconcile, else it ends at the partition counts and the decision waits for the next
+        # full reconcile (seen: a replacement driver 55 s late instead of after its 1 s backoff).
         if app.timer is not None:
+            periodic = periodic and app.periodic
+            if app.timer.when() <= loop.time() + delay:
+                app.periodic = periodic
+                return  # the earlier look stands for this one too
             app.timer.cancel()
         app.periodic = periodic
         app.timer = loop.call_later(max(delay, 0.1), lambda: asyncio.ensure_future(self._later(namespace, name)))
