@@ -9,6 +9,7 @@ n-th event of a window is in every row whose count is at least n).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
@@ -99,3 +100,13 @@ def batch_profile(progress: Iterable[dict], query: str) -> dict | None:
             "rows_per_batch": mean([p["numInputRows"] for p in busy]),
             "ms": {phase: mean([p["durationMs"].get(phase, 0) for p in busy]) for phase in PHASES},
             "state_commit_ms": mean(state)}
+
+
+def larger_n(n: int, measured: dict, min_seconds: float) -> int | None:
+    """The backlog on which an engine that wrote output for less than `min_seconds` at N would write for
+    about 1.25 × `min_seconds` (rounded up to a million events, so engines of similar speed share one),
+    or None when N was enough."""
+    span = measured.get("output_seconds")
+    if not measured.get("finished") or not span or span >= min_seconds:
+        return None
+    return math.ceil(n * 1.25 * min_seconds / span / 1_000_000) * 1_000_000

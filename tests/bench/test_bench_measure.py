@@ -47,3 +47,16 @@ def test_batch_profile_averages_batches_with_input_and_counts_the_others_apart()
     assert profile["ms"]["addBatch"] == 600 and profile["ms"]["triggerExecution"] == 800 and profile["ms"]["walCommit"] == 0
     assert profile["state_commit_ms"] == 40
     assert batch_profile(batches, "nothing") is None
+
+
+@pytest.mark.parametrize(("span", "finished", "expected"), [
+    (17.5, True, 13_000_000),  # Kafka Streams at N = 3,000,000: ~13 million events for ~75 s of output
+    (52.6, True, 5_000_000),
+    (60.0, True, None),  # long enough
+    (17.5, False, None),  # a run that did not finish is reported, not repeated
+    (None, True, None),
+])
+def test_an_engine_too_fast_for_n_gets_a_backlog_it_works_at_least_min_seconds_on(span, finished, expected):
+    from streamapp_bench.measure import larger_n
+
+    assert larger_n(3_000_000, {"output_seconds": span, "finished": finished}, 60) == expected
