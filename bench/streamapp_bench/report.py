@@ -158,8 +158,8 @@ def render(results: dict[str, dict]) -> str:
     # The bench's own processes (broker, API server, engines) keep a 2-core machine's load near 2–5.
     busy = max(float(r["machine"]["load_at_start"].split()[0]) for r in results.values()) > 2 * m["cpus"] + 1
     where = ("the machine was shared with other work (load averages below), so only the ratios measured in the "
-             "same run mean much" if busy else "nothing else ran on the machine (load averages below); the ratios "
-             "measured in the same run are still the figures to compare")
+             "same run mean much" if busy else "the load averages below are about what the bench's own processes "
+             "cause; the ratios measured in the same run are still the figures to compare")
     lines = [f"On {m['cpus']} × {m['cpu']}, {m['memory_gib']} GiB, {m['os']} — {where}. Versions: "
              + ", ".join(f"{k} {v}" for k, v in any_r["versions"].items()) + "."]
     for name, r in results.items():

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 
 import pytest
 import yaml
 
+from streamapp_operator.names import ANN_CONFIG_HASH
+from streamapp_operator.render import config_hash
 from streamapp_testbed.kafka_admin import add_partitions, create_topic
 from streamapp_testbed.kwok import EXIT_CODE_ANNOTATION, FAIL_LABEL, fake_node
 
@@ -61,8 +62,7 @@ def test_a_new_app_whose_config_map_is_left_over_starts_on_its_own_config(cluste
     config = cluster.get("ConfigMap", "app-config")
     assert yaml.safe_load(config["data"]["streamapp.yaml"])["spec"]["sources"][0]["topic"] == topic
     assert cluster.config_properties("app")["spark.executor.instances"] == "2"
-    digest = hashlib.sha256(json.dumps(config["data"], sort_keys=True).encode()).hexdigest()[:16]
-    assert pod["metadata"]["annotations"]["streamapp.io/config-hash"] == digest, "driver started on another config"
+    assert pod["metadata"]["annotations"][ANN_CONFIG_HASH] == config_hash(config), "driver started on another config"
     assert [o["uid"] for o in config["metadata"].get("ownerReferences") or []] == [cluster.app("app")["metadata"]["uid"]]
     assert len(cluster.driver_pods("app")) == 1
 
