@@ -80,6 +80,10 @@ copy_jars() {  # copy_jars <pom folder> <output folder>
 }
 copy_jars "$here/maven/kafka-broker" "$CACHE/jars/kafka-broker-$KAFKA_VERSION"
 copy_jars "$here/maven/spark-kafka" "$CACHE/jars/spark-kafka-$SPARK_VERSION"
+# The benchmarks' Kafka Streams peer (tests/bench runs it too) is built here, where downloads belong:
+# a test or bench run has the network guard on (streamapp_testbed.netguard) and reaches no registry.
+STREAMAPP_CACHE="$CACHE" PYTHONPATH="$repo/testbed:$repo/bench" "$venv/bin/python" -c \
+  'from streamapp_bench.kstreams import build; build()'
 
 if [[ -n $go_pid ]]; then
   if ! wait "$go_pid"; then

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from streamapp_testbed import netguard
 from streamapp_testbed.kafka import KafkaBroker
 from streamapp_testbed.kube import ControlPlane, assert_testbed_kubeconfig
 from streamapp_testbed.kwok import Kwok
@@ -93,3 +94,37 @@ def pytest_collection_modifyitems(config, items):
     unmarked = [item.nodeid for item in items if not LEVELS & {m.name for m in item.iter_markers()}]
     if unmarked:
         raise pytest.UsageError("tests without a unit/integration/e2e marker:\n  " + "\n  ".join(unmarked))
+
+
+# --- the network guard (streamapp_testbed.netguard): no packet of a test run leaves this machine ----
+GUARD = pytest.StashKey[object]()
+
+
+def pytest_collection_finish(session):
+    """Before any test bed part starts: the kernel guard when a selected test starts processes, the
+    in-process audit hook when every selected test is a unit test."""
+    starts_processes = any({"integration", "e2e"} & {m.name for m in item.iter_markers()} for item in session.items)
+    run = netguard.run_id()
+    if starts_processes:
+        problem = netguard.KernelGuard.check_prerequisites()
+        if problem:
+            raise pytest.UsageError(f"{problem}; it is part of every test run that starts processes")
+        session.config.stash[GUARD] = netguard.KernelGuard(run).start()
+    else:
+        session.config.stash[GUARD] = netguard.AuditGuard(run).start()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """After every fixture is torn down: the run fails if any of its processes tried to leave."""
+    guard = session.config.stash.get(GUARD, None)
+    if guard is None:
+        return
+    passed, text = netguard.report(guard.stop(), guard.run_id)
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter:
+        reporter.write("\n")
+        reporter.write_line(text)
+    else:
+        print(text)
+    if not passed and session.exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

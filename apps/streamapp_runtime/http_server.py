@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socketserver
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
@@ -9,6 +10,16 @@ from typing import Callable
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from .metrics import Metrics
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def server_bind(self) -> None:
+        # http.server names itself by a reverse DNS lookup of its address (socket.getfqdn): a query
+        # to the cluster's or the machine's resolver on every start, for a name nobody reads.
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = str(self.server_address[0]), int(self.server_address[1])
 
 
 def serve(metrics: Metrics, port: int, health: Callable[[], tuple[bool, str]], host: str = "0.0.0.0") -> ThreadingHTTPServer:
@@ -30,7 +41,6 @@ def serve(metrics: Metrics, port: int, health: Callable[[], tuple[bool, str]], h
         def log_message(self, *args) -> None:
             pass
 
-    server = ThreadingHTTPServer((host, port), Handler)
-    server.daemon_threads = True
+    server = _Server((host, port), Handler)
     threading.Thread(target=server.serve_forever, name="streamapp-metrics", daemon=True).start()
     return server

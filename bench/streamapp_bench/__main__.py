@@ -22,10 +22,10 @@ from contextlib import ExitStack
 from datetime import datetime, timezone
 from pathlib import Path
 
-from streamapp_testbed import bed
+from streamapp_testbed import bed, netguard
 from streamapp_testbed.paths import REPO_DIR, versions
 
-from . import controlplane, dataplane, recovery, report
+from . import controlplane, dataplane, kstreams, recovery, report
 
 BENCH_DIR = REPO_DIR / "bench"
 # name -> (test bed parts, how to run it with the parsed arguments)
@@ -95,6 +95,21 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stderr)
     args.results.mkdir(parents=True, exist_ok=True)
     command = os.environ.get("STREAMAPP_BENCH_COMMAND") or "python -m streamapp_bench " + shlex.join(argv or sys.argv[1:])
+    if "dataplane" in args.benches:
+        kstreams.build()  # may download from Maven Central: before the guard (make deps has done it already)
+    # No packet of a bench leaves this machine: every attempt is dropped, named, and fails the run.
+    guard = netguard.KernelGuard(netguard.run_id()).start()
+    try:
+        run_benches(args, command, guard)
+    finally:
+        passed, text = netguard.report(guard.stop(), guard.run_id)
+        print(text, file=sys.stderr)
+    if str(args.readme) != "-":
+        report.update_readme(args.readme, args.results)
+    return 0 if passed else 1
+
+
+def run_benches(args: argparse.Namespace, command: str, guard: netguard.KernelGuard) -> None:
     for name in args.benches:
         parts, runner = BENCHES[name]
         started = datetime.now(timezone.utc)
@@ -113,13 +128,12 @@ def main(argv: list[str] | None = None) -> int:
                 logging.info("bench %s: work folder kept: %s", name, workdir)
             else:
                 shutil.rmtree(workdir, ignore_errors=True)
-        out = {**header, "seconds": round(time.monotonic() - began, 1), "result": result}
+        blocked, _ = netguard.verdict(guard.attempts, guard.run_id)
+        out = {**header, "seconds": round(time.monotonic() - began, 1), "result": result,
+               "network_guard": {"attempts_off_machine": len(blocked)}}
         path = args.results / f"{name}.json"
         path.write_text(json.dumps(out, indent=1, sort_keys=False) + "\n")
         logging.info("bench %s: wrote %s", name, path)
-    if str(args.readme) != "-":
-        report.update_readme(args.readme, args.results)
-    return 0
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 from streamapp_testbed import kafka_admin
-from streamapp_testbed.kwok import fake_node
 from streamapp_testbed.process import ManagedProcess, free_port
 
 from . import engines, measure, profiling
@@ -153,7 +152,7 @@ def _prepare(bed, nodes: int, pods_per_node: int) -> None:
     cp = bed.control_plane
     extra = []
     for i in range(nodes):
-        node = fake_node(f"bench-node-{i}", cpu="1000", memory="4Ti")
+        node = bed.kwok.node(f"bench-node-{i}", cpu="1000", memory="4Ti")
         for key in ("allocatable", "capacity"):
             node["status"][key]["pods"] = str(pods_per_node)
         extra.append(node)

@@ -15,8 +15,10 @@ def main(argv: list[str]) -> int:
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
+    from streamapp_runtime.session import bind_to_loopback
     from streamapp_testbed.paths import installed
 
+    bind_to_loopback()  # the same local network settings as the runtime's own local sessions
     spark = (SparkSession.builder.master("local[2]").appName("bench-handwritten")
              .config("spark.jars", installed().spark_jars_conf())
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")

@@ -9,7 +9,7 @@ import sys
 import threading
 from contextlib import ExitStack
 
-from . import bed, leftovers
+from . import bed, leftovers, netguard
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,7 +29,10 @@ def main(argv: list[str] | None = None) -> int:
         for pid, cmdline in found:
             print(f"left running: pid {pid}: {cmdline[:200]}", file=sys.stderr)
         leftovers.end(found)
-        return 1 if found else 0
+        chains = netguard.remove_orphaned_chains() if netguard.KernelGuard.check_prerequisites() is None else []
+        for chain in chains:
+            print(f"left behind: network guard chain {chain} of a run that was killed (removed)", file=sys.stderr)
+        return 1 if found or chains else 0
 
     with ExitStack() as stack:
         testbed = bed.start(stack, tuple(p for p in args.parts.split(",") if p))

@@ -12,11 +12,11 @@ from pathlib import Path
 import yaml
 
 from .certs import Pki, make_pki
+from .networks import SERVICE_CIDR
 from .paths import installed
 from .process import ManagedProcess, free_port, run
 
 CONTEXT = "streamapp-testbed"
-SERVICE_CIDR = "10.0.0.0/24"
 
 
 class ControlPlane:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import yaml
 
+from . import networks
 from .kube import ControlPlane
 from .paths import TESTBED_DIR, installed
 from .process import ManagedProcess, free_port
@@ -18,7 +19,8 @@ FAIL_LABEL = "testbed.streamapp.io/fail"
 EXIT_CODE_ANNOTATION = "testbed.streamapp.io/exit-code"
 
 
-def fake_node(name: str, cpu: str = "32", memory: str = "128Gi") -> dict:
+def fake_node(name: str, pod_cidr: str, cpu: str = "32", memory: str = "128Gi") -> dict:
+    """A Node kwok manages; its pods get addresses from `pod_cidr` (loopback: see networks.py)."""
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -27,6 +29,7 @@ def fake_node(name: str, cpu: str = "32", memory: str = "128Gi") -> dict:
             "annotations": {NODE_ANNOTATION: "fake"},
             "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "type": "kwok"},
         },
+        "spec": {"podCIDR": pod_cidr, "podCIDRs": [pod_cidr]},
         "status": {
             "allocatable": {"cpu": cpu, "memory": memory, "pods": "110"},
             "capacity": {"cpu": cpu, "memory": memory, "pods": "110"},
@@ -39,6 +42,7 @@ class Kwok:
         self.control_plane = control_plane
         self.workdir = workdir
         self.node_names = [f"kwok-node-{i}" for i in range(nodes)]
+        self.pod_range = networks.kwok_pod_range()
         self.proc: ManagedProcess | None = None
 
     def start(self, timeout: float = 60) -> "Kwok":
@@ -49,15 +53,21 @@ class Kwok:
             f"--config={TESTBED_DIR / 'kwok' / 'stages.yaml'}",
             "--manage-all-nodes=false",
             f"--manage-nodes-with-annotation-selector={NODE_ANNOTATION}=fake",
-            "--cidr=10.244.0.0/16",
-            "--node-ip=10.0.1.1",
+            f"--cidr={self.pod_range}",
+            f"--node-ip={networks.kwok_node_ip(self.pod_range)}",
             f"--server-address=127.0.0.1:{free_port()}",
         ]
         self.proc = ManagedProcess("kwok", argv, self.workdir / "kwok.log").start()
-        nodes = {"apiVersion": "v1", "kind": "List", "items": [fake_node(n) for n in self.node_names]}
+        nodes = {"apiVersion": "v1", "kind": "List", "items": [self.node(n) for n in self.node_names]}
         self.control_plane.kubectl("apply", "-f", "-", input=json.dumps(nodes))
         self.proc.wait_until(self._nodes_ready, timeout, f"{len(self.node_names)} Ready nodes")
         return self
+
+    def node(self, name: str, **resources: str) -> dict:
+        """A fake node of this bed by name: the same name keeps its pod range, a new one takes the next."""
+        if name not in self.node_names:
+            self.node_names.append(name)
+        return fake_node(name, networks.kwok_node_cidr(self.pod_range, self.node_names.index(name)), **resources)
 
     def _nodes_ready(self) -> bool:
         out = self.control_plane.kubectl("get", "nodes", "-o", "json").stdout

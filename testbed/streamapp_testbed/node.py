@@ -22,12 +22,10 @@ import yaml
 
 from .certs import client_cert
 from .kube import ControlPlane
+from .networks import BRIDGE, NODE_IP, POD_CIDR
 from .paths import cache_dir, installed
 from .process import ManagedProcess, free_port, run
 
-BRIDGE = "streamapp0"
-POD_CIDR = "10.244.0.0/24"
-NODE_IP = "10.244.0.1"
 NODE_NAME = "streamapp-node"
 CNI_BIN = Path("/usr/lib/cni")
 PAUSE_IMAGE = "streamapp.local/pause:3.10"

@@ -14,9 +14,12 @@ def local_session(workdir: Path, app_name: str = "streamapp-testbed", cores: int
 
     from pyspark.sql import SparkSession
 
+    from streamapp_runtime.session import bind_to_loopback
+
     # Python workers must be this interpreter (the venv with pandas, pyarrow, psycopg), not
     # whatever `python3` is first on PATH.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    bind_to_loopback()
     workdir.mkdir(parents=True, exist_ok=True)
     return (
         SparkSession.builder.master(f"local[{cores}]")

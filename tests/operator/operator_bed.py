@@ -149,6 +149,12 @@ class Cluster:
         items = self.kube.list("Event", self.namespace)
         return [e for e in items if e["involvedObject"].get("name") == name and e["involvedObject"].get("kind") == "StreamApp"]
 
+    def event(self, name: str, reason: str, text: str = "", timeout: float = 15) -> dict:
+        """The app's event of `reason` whose message has `text`, waited for: the operator posts events
+        after it writes status, so a test that saw the status may look a moment too early."""
+        return wait_for(f"event {reason} {text!r} of {name}", lambda: next(
+            (e for e in self.events(name) if e["reason"] == reason and text in e["message"]), None), timeout=timeout)
+
     def pv_for(self, app: str, size: str = "10Gi") -> None:
         """A volume pre-bound to the app's checkpoint claim."""
         pv = {

@@ -10,7 +10,7 @@ import yaml
 from streamapp_operator.names import ANN_CONFIG_HASH
 from streamapp_operator.render import config_hash
 from streamapp_testbed.kafka_admin import add_partitions, create_topic
-from streamapp_testbed.kwok import EXIT_CODE_ANNOTATION, FAIL_LABEL, fake_node
+from streamapp_testbed.kwok import EXIT_CODE_ANNOTATION, FAIL_LABEL
 
 from operator_bed import example, input_topics, simple_app, unique, wait_for
 
@@ -98,7 +98,7 @@ def test_failed_then_deleted_driver_is_replaced_on_the_same_claim_and_counted(cl
     assert phases[-3:] == ["Restarting", "Starting", "Running"], phases
     claim = lambda pod: next(v["persistentVolumeClaim"]["claimName"] for v in pod["spec"]["volumes"] if v["name"] == "checkpoint")  # noqa: E731
     assert claim(second) == claim(first) == "app-checkpoint"
-    assert any(e["reason"] == "DriverFailed" and "137" in e["message"] for e in cluster.events("app"))
+    cluster.event("app", "DriverFailed", "137")
 
     cluster.kubectl("delete", "pod", "app-driver", "--wait=false")
     wait_for("a third driver after the deletion",
@@ -127,7 +127,7 @@ def test_a_driver_on_a_lost_node_is_replaced_only_once_the_pod_is_gone(cluster, 
         assert status["lastRestart"]["reason"] in ("DriverDeleted", "DriverFailed", "NodeLost")
         assert len(cluster.driver_pods("app")) == 1
     finally:
-        control_plane.kubectl("apply", "-f", "-", input=json.dumps(fake_node(lost)))
+        control_plane.kubectl("apply", "-f", "-", input=json.dumps(kwok.node(lost)))
         wait_for(f"{lost} back", lambda: any(
             c["type"] == "Ready" and c["status"] == "True" for c in json.loads(control_plane.kubectl(
                 "get", "node", lost, "-o", "json").stdout).get("status", {}).get("conditions", [])), timeout=60)

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import ipaddress
+import time
 import urllib.request
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from streamapp_operator import names
+from streamapp_runtime import http_server
+from streamapp_runtime.metrics import Metrics
 from streamapp_testbed.kafka_admin import create_topic
 
 from operator_bed import simple_app, unique, wait_for
@@ -37,3 +42,34 @@ def test_operator_metrics_report_reconciles_phases_executors_and_partitions(clus
     assert samples[("streamapp_operator_apps", (("phase", "Running"),))] >= 1
     assert samples[("streamapp_operator_reconciles_total", (("result", "changed"),))] >= 1
     assert samples[("streamapp_operator_reconcile_duration_seconds_count", ())] >= 2
+
+
+def test_a_drivers_runtime_metrics_reach_the_apps_status(cluster, kafka):
+    """kwok's fake pods have loopback addresses (streamapp_testbed.networks), so the runtime's own
+    metrics endpoint can stand in for the driver at its pod address, and what the operator reads
+    from it (lag per query, the last batch) is checked where a user looks: the app's status."""
+    topic = unique("lines")
+    create_topic(kafka.bootstrap, topic, partitions=2)
+    cluster.pv_for("app")
+    cluster.apply(simple_app("app", cluster.namespace, kafka.bootstrap, topic))
+    driver = wait_for("a running driver", lambda: cluster.running_driver("app"), timeout=90)
+    ip = driver["status"]["podIP"]
+    assert ipaddress.ip_address(ip).is_loopback, f"a fake pod's address must stay on this machine, not {ip}"
+
+    metrics = Metrics("app", {topic: "lines"}, {})
+    batch_time = time.time() - 5
+    metrics.observe({
+        "name": "counts-kafka", "batchId": 7, "numInputRows": 40, "batchDuration": 800,
+        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(batch_time)),
+        "sources": [{"endOffset": {topic: {"0": 100, "1": 50}}, "latestOffset": {topic: {"0": 1300, "1": 250}}}],
+    })
+    server = http_server.serve(metrics, names.METRICS_PORT, lambda: (True, "ok"), host=ip)
+    try:
+        status = wait_for("lag and the last batch in status", lambda: (
+            (s := cluster.status("app")).get("lag") == 1400 and s.get("sinks") and s), timeout=90)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert status["sinks"] == [{"name": "counts-kafka", "lag": 1400,
+                                "lastProgressTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(batch_time))}]
+    assert status["phase"] == "Running"

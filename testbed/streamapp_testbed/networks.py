@@ -1,0 +1,64 @@
+"""Every address the test bed uses, in one place: what stays on this machine and why.
+
+- Loopback (127.0.0.0/8): Kafka, Postgres, Prometheus, etcd, the kube-apiserver of the kwok bed, and
+  kwok's fake pods and nodes. Fake pods get addresses inside 127.0.0.0/8 so that whatever connects to
+  them (the operator reading a driver's metrics, the API server dialling a node) stays on `lo`: a
+  fake pod's address that existed on no interface would follow the default route off the machine.
+  Each kwok bed takes its own /16 (a random one of 64, so two beds started on one machine rarely
+  share addresses) and each fake node a /24 of it.
+- The single-node cluster's bridge `streamapp0` (10.244.0.0/24, node address 10.244.0.1): real pods.
+  Only reachable through that bridge while the cluster is up; the cluster's own iptables rules keep
+  pods on it, and the network guard (netguard.py) drops and reports anything else.
+- Service addresses (10.0.0.0/24): virtual; on the real cluster kube-proxy rewrites them to an
+  address on the bridge before a packet is routed; on the kwok bed nothing may connect to them.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import random
+
+LOOPBACK_V4 = ipaddress.ip_network("127.0.0.0/8")
+LOOPBACK_V6 = ipaddress.ip_network("::1/128")
+
+# the real single-node cluster (node.py)
+BRIDGE = "streamapp0"
+POD_CIDR = "10.244.0.0/24"
+NODE_IP = "10.244.0.1"
+SERVICE_CIDR = "10.0.0.0/24"
+
+# kwok's fake pods and nodes: 127.<64..127>.<node>.<pod>
+KWOK_RANGE = ipaddress.ip_network("127.64.0.0/10")
+
+# Interfaces a run may send on: loopback and the project's own bridge.
+PROJECT_INTERFACES = ("lo", BRIDGE)
+
+
+def kwok_pod_range(rng: random.Random | None = None) -> ipaddress.IPv4Network:
+    """A /16 inside KWOK_RANGE for one kwok bed."""
+    second = (rng or random.SystemRandom()).randrange(64, 128)
+    return ipaddress.ip_network(f"127.{second}.0.0/16")
+
+
+def kwok_node_cidr(pod_range: ipaddress.IPv4Network, index: int) -> str:
+    """The /24 of `pod_range` that fake node number `index` hands its pods (index 0..253)."""
+    if not 0 <= index < 254:
+        raise ValueError(f"a kwok bed has at most 254 nodes, not {index + 1}")
+    return str(list(pod_range.subnets(new_prefix=24))[index])
+
+
+def kwok_node_ip(pod_range: ipaddress.IPv4Network) -> str:
+    """The one address every fake node reports (kwok takes one for all): the last /24 of the range."""
+    return str(pod_range.network_address + (255 << 8) + 254)
+
+
+def is_local(address: str) -> bool:
+    """True for an address that never leaves this machine: loopback, or the cluster's bridge subnet
+    (which exists only as the project's bridge)."""
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback or ip.is_unspecified or ip in ipaddress.ip_network(POD_CIDR)
