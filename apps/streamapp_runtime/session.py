@@ -24,16 +24,36 @@ def local_jars() -> str | None:
         return None
 
 
+# Without these, a local-mode JVM looks for this machine's first non-loopback address and asks DNS
+# for its name (a PTR query to the machine's resolver on every start); a local run needs neither.
+LOOPBACK_ENV = {"SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOCAL_HOSTNAME": "localhost"}
+
+
+# Spark 4.0 makes these in the current directory (artifacts: SPARK-52396, moved to tmp in later
+# releases) and leaves them empty; a run removes the ones it made, when they are still empty.
+SCRATCH_DIRS = ("artifacts", "spark-warehouse")
+_made_here: list[str] = []
+
+
+def bind_to_loopback() -> None:
+    """Keep a local-mode Spark (driver, UI, block manager) on loopback, before its JVM starts."""
+    for name, value in LOOPBACK_ENV.items():
+        os.environ.setdefault(name, value)
+
+
 def create_session(conf: dict[str, str]):
     from pyspark.sql import SparkSession
 
     conf = dict(conf)
     # Python workers need the runtime's packages (pandas, psycopg): use this interpreter unless told otherwise.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if conf.get("spark.master", "local").startswith("local"):
+        bind_to_loopback()
     if conf.get("spark.master", "").startswith("local") and "spark.jars" not in conf and "spark.jars.packages" not in conf:
         jars = local_jars()
         if jars:
             conf["spark.jars"] = jars
+    _made_here[:] = [os.path.abspath(d) for d in SCRATCH_DIRS if not os.path.exists(d)]
     builder = SparkSession.builder
     for key, value in conf.items():
         builder = builder.config(key, value)
@@ -71,3 +91,9 @@ def stop_session(spark) -> None:
                 proc.kill()
         SparkContext._gateway = None
         SparkContext._jvm = None
+    for path in _made_here:
+        try:
+            os.rmdir(path)  # only when empty: anything Spark put there stays
+        except OSError:
+            pass
+    _made_here.clear()
