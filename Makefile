@@ -8,17 +8,17 @@ export STREAMAPP_CACHE
 VENV := $(STREAMAPP_CACHE)/venv
 PYTHON := $(VENV)/bin/python
 # The import packages live in the top-level folders under their own names (see README).
-export PYTHONPATH := $(CURDIR)/crds:$(CURDIR)/operator:$(CURDIR)/apps:$(CURDIR)/testbed
+export PYTHONPATH := $(CURDIR)/crds:$(CURDIR)/operator:$(CURDIR)/apps:$(CURDIR)/testbed:$(CURDIR)/demo
 PYTEST_ARGS ?=
 # Every process a run starts inherits this id; `leftovers` finds exactly those still running.
 export STREAMAPP_TESTBED_RUN ?= $(shell date +%s%N)
 
-.PHONY: help deps test unit integration demo testbed-up crds images cluster-deps cluster-up cluster-down e2e e2e-kind
+.PHONY: help venv deps test unit integration demo testbed-up crds images cluster-deps cluster-up cluster-down e2e e2e-kind
 
 help:
 	@echo "make test        install what is missing, start the test bed and the cluster, run every test, stop everything"
 	@echo "make demo        run the main job on embedded defaults"
-	@echo "make unit        only the unit tests (no test bed)"
+	@echo "make unit        only the unit tests: needs only the Python venv (no test bed, no builds)"
 	@echo "make testbed-up  start the test bed and keep it running until Ctrl-C"
 	@echo "make crds        regenerate crds/streamapp.io_streamapps.yaml from the API models"
 	@echo "make images      build the operator, runtime and pause images (Debian's docker.io, started if absent)"
@@ -27,6 +27,9 @@ help:
 	@echo "cache: $(STREAMAPP_CACHE)"
 
 # Idempotent: a warm run checks stamps under $(STREAMAPP_CACHE) and returns in seconds.
+venv:
+	@CACHE=$(STREAMAPP_CACHE) bash testbed/bootstrap.sh venv
+
 deps:
 	@CACHE=$(STREAMAPP_CACHE) bash testbed/bootstrap.sh
 
@@ -38,14 +41,14 @@ test: deps cluster-deps images
 	  $(PYTHON) -m streamapp_testbed leftovers || { echo "the tests left processes running" >&2; status=1; }; \
 	  exit $$status
 
-unit: deps
+unit: venv
 	$(PYTHON) -m pytest -m unit $(PYTEST_ARGS)
 
 integration: deps
 	$(PYTHON) -m pytest -m integration $(PYTEST_ARGS)
 
 demo: deps
-	$(PYTHON) -m streamapp_runtime.demo
+	$(PYTHON) -m streamapp_demo
 
 testbed-up: deps
 	$(PYTHON) -m streamapp_testbed up --hold

@@ -11,6 +11,46 @@ mkdir -p "$CACHE/logs"
 
 step() { printf '>> %s\n' "$*"; }
 
+# --- Python: one virtualenv per set of pinned requirements (also `bootstrap.sh venv` alone: `make unit`).
+python_venv() {
+  local reqs
+  reqs=$(mktemp)
+  py_key=$(python3 - "$repo/pyproject.toml" "$reqs" <<'PY'
+import hashlib, sys, tomllib, platform
+project = tomllib.load(open(sys.argv[1], "rb"))["project"]
+reqs = sorted(set(project["dependencies"]) | {r for extra in project["optional-dependencies"].values() for r in extra})
+print(platform.python_version() + "-" + hashlib.sha256("\n".join(reqs).encode()).hexdigest()[:12])
+print("\n".join(reqs), file=open(sys.argv[2], "w"))
+PY
+  )
+  venv=$CACHE/venv-$py_key
+  if [[ ! -f $venv/.complete ]]; then
+    step "python virtualenv $venv"
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q -r "$reqs"
+    touch "$venv/.complete"
+  fi
+  rm -f "$reqs"
+  ln -sfn "$venv" "$CACHE/venv"
+  # The `streamapp` command (pyproject's [project.scripts]) for this checkout, without installing the
+  # checkout into the shared venv: rewritten by every `make deps`, so it runs the last checkout set up.
+  # A local run finds the Kafka connector jars Maven resolved (see streamapp_runtime.run.session).
+  cat >"$venv/bin/streamapp" <<EOF
+#!/usr/bin/env bash
+# Written by make deps in $repo: streamapp validate|run|state|crd ...
+export PYTHONPATH="$repo/crds:$repo/operator:$repo/apps:$repo/testbed\${PYTHONPATH:+:\$PYTHONPATH}"
+jars="$CACHE/jars/spark-kafka-$SPARK_VERSION"
+export STREAMAPP_SPARK_JARS="\${STREAMAPP_SPARK_JARS:-\$(ls "\$jars"/*.jar 2>/dev/null | paste -sd, -)}"
+exec "$venv/bin/python" -m streamapp_api "\$@"
+EOF
+  chmod +x "$venv/bin/streamapp"
+}
+if [[ ${1:-} == venv ]]; then
+  python_venv
+  exit 0
+fi
+
 # --- Debian packages: Prometheus (and promtool), PostgreSQL, openssl for the test bed's certificates.
 apt_packages=(prometheus postgresql openssl)
 missing=()
@@ -47,32 +87,15 @@ if [[ ! -f $helm_dir/.complete ]]; then
   helm_pid=$!
 fi
 
-# --- Python: one virtualenv per set of pinned requirements.
-py_key=$(python3 - "$repo/pyproject.toml" <<'PY'
-import hashlib, sys, tomllib, platform
-project = tomllib.load(open(sys.argv[1], "rb"))["project"]
-reqs = sorted(set(project["dependencies"]) | {r for extra in project["optional-dependencies"].values() for r in extra})
-print(platform.python_version() + "-" + hashlib.sha256("\n".join(reqs).encode()).hexdigest()[:12])
-print("\n".join(reqs), file=open(sys.argv[1] + ".reqs.tmp", "w"))
-PY
-)
-venv=$CACHE/venv-$py_key
-if [[ ! -f $venv/.complete ]]; then
-  step "python virtualenv $venv"
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install -q -r "$repo/pyproject.toml.reqs.tmp"
-  touch "$venv/.complete"
-fi
-rm -f "$repo/pyproject.toml.reqs.tmp"
-ln -sfn "$venv" "$CACHE/venv"
+python_venv
 
 # --- Java: the Kafka broker and Spark's Kafka connector, resolved by Maven from Maven Central.
 copy_jars() {  # copy_jars <pom folder> <output folder>
   if [[ ! -f $2/.complete ]]; then
     step "maven: $(basename "$1") -> $2"
     rm -rf "$2"
-    (cd "$1" && mvn -q -B -Dmaven.repo.local="$CACHE/m2" dependency:copy-dependencies \
+    (cd "$1" && mvn -q -B -Dmaven.repo.local="$CACHE/m2" -Dspark.version="$SPARK_VERSION" \
+      -Dkafka.version="$KAFKA_VERSION" dependency:copy-dependencies \
       -DincludeScope=runtime -DoutputDirectory="$2") >"$CACHE/logs/maven-$(basename "$1").log" 2>&1 \
       || { cat "$CACHE/logs/maven-$(basename "$1").log"; exit 1; }
     touch "$2/.complete"

@@ -16,6 +16,7 @@ from streamapp_testbed import netguard
 from streamapp_testbed.kafka import KafkaBroker
 from streamapp_testbed.kube import ControlPlane, assert_testbed_kubeconfig
 from streamapp_testbed.kwok import Kwok
+from streamapp_testbed.paths import local_run_env
 from streamapp_testbed.postgres import Postgres
 from streamapp_testbed.prometheus import Prometheus
 
@@ -77,13 +78,39 @@ def postgres(tmp_path_factory) -> Iterator[Postgres]:
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
-    from streamapp_testbed.spark import local_session, stop_session
+    """One local Spark for the session, built the way `streamapp run` builds its own (the runtime's
+    defaults and session code), with test-sized memory, 2 shuffle partitions and scratch space here."""
+    from streamapp_runtime.run.session import create_session, stop_session
+    from streamapp_runtime.run.settings import merge_conf, spark_defaults
 
-    session = local_session(tmp_path_factory.mktemp("spark"))
+    workdir = tmp_path_factory.mktemp("spark")
+    conf = merge_conf({
+        "spark.sql.shuffle.partitions": "2",
+        "spark.local.dir": str(workdir / "local"),
+        "spark.sql.warehouse.dir": str(workdir / "warehouse"),
+        "spark.driver.memory": "1g",
+        "spark.driver.extraJavaOptions": f"-Dderby.system.home={workdir}",
+    }, spark_defaults("testbed", "rocksdb", {}))
+    session = create_session(conf)
     try:
         yield session
     finally:
         stop_session(session)
+
+
+def pytest_configure(config):
+    # pytest finds the packages through pyproject's `pythonpath`; Spark's Python workers and the
+    # processes tests start find them through the environment, as under the Makefile.
+    folders = [str(config.rootpath / p) for p in config.getini("pythonpath")]
+    given = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    os.environ["PYTHONPATH"] = os.pathsep.join(given + [f for f in folders if f not in given])
+    # A local run of the runtime, in this process or in a `streamapp run` a test starts, finds the
+    # Kafka connector jars that `make deps` resolved (a unit-only run may have none: it needs none).
+    try:
+        for key, value in local_run_env().items():
+            os.environ.setdefault(key, value)
+    except FileNotFoundError:
+        pass
 
 
 LEVELS = {"unit", "integration", "e2e"}

@@ -1,7 +1,20 @@
 """The pipeline runtime: a StreamApp compiled to Spark Structured Streaming queries.
 
-Layers, imports pointing down only: ``settings`` and ``plan`` are pure (no pyspark); ``sources``,
-``steps``, ``tables``, ``sinks`` and ``dlq`` build DataFrames; ``runner`` starts and supervises the
-queries; ``cli`` and ``demo`` sit on top. ``streamapp run`` on a laptop and the driver pod run the
-same ``runner.run``.
+Where things live, and where to add one:
+
+- ``plan``: pure (no pyspark) — which queries an app becomes, their output mode, checkpoint and
+  trigger. A new trigger kind or output mode is a row here.
+- ``compile/``: the resolved pipeline (``streamapp_api.resolve``) to DataFrames — ``sources`` (a
+  new value format: a row in ``sources.FORMATS``), ``steps/`` (one module per kind of step), ``dlq``.
+- ``sinks/``: one writer per kind of query (a new sink: a module and a row in ``sinks.WRITERS``).
+- ``run/``: the process — ``settings`` (pure), ``session``, ``runner`` (start and supervise),
+  ``recovery`` (pure retry policy), ``kafka_wait``, ``listener``, ``metrics``, ``http_server``.
+- ``state/``: the ``streamapp state`` tool (reads aggregate state from a checkpoint).
+- ``spark_compat``: every use of Spark internals (py4j); re-check it on a Spark upgrade.
+- Checkpoint locations are strings joined by ``streamapp_api.contract.query_checkpoint`` (paths or
+  URIs, never pathlib); a new checkpoint backend starts there.
+
+The runtime imports the API package and nothing else of this repository (no operator, no test bed);
+the compiler knows nothing of running (.importlinter). ``streamapp run`` on a laptop and the driver
+pod run the same ``run.runner``.
 """

@@ -23,6 +23,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--postgres", action="append", default=[], metavar="SECRET=URI",
                         help="connection URI for a Postgres sink's secretRef (repeatable; '*=URI' for all)")
     parser.add_argument("--console", action="store_true", help="print every sink's rows instead of writing them")
+    parser.add_argument("--dry-run", action="store_true", help="compile every query without starting one (no Kafka "
+                        "needed): report a bad expression with its step path, or what each query would write")
     parser.add_argument("--metrics-port", type=int, help="metrics and health port (default $STREAMAPP_METRICS_PORT "
                         "or 9090; 0 picks a free one; -1 disables)")
 
@@ -42,7 +44,8 @@ def load_app(path: str):
 
 
 def run(args: argparse.Namespace) -> int:
-    from .settings import SettingsError, expand_env, from_environment, merge_conf, parse_properties, spark_defaults
+    from streamapp_api.contract import PropertiesError, parse_properties
+    from streamapp_runtime.run.settings import SettingsError, expand_env, from_environment, merge_conf, spark_defaults
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     logging.getLogger("py4j").setLevel(logging.WARNING)
@@ -64,31 +67,58 @@ def run(args: argparse.Namespace) -> int:
             from dataclasses import replace
 
             settings = replace(settings, metrics_port=port)
-    except (OSError, SettingsError) as exc:
+    except (OSError, SettingsError, PropertiesError) as exc:
         print(f"streamapp run: {exc}", file=sys.stderr)
         return 2
     conf = merge_conf(given, spark_defaults(app.metadata.name, app.spec.state.store, os.environ))
     for key, value in (app.spec.spark_conf or {}).items():
         conf.setdefault(key, value)
+    if args.dry_run:
+        return dry_run(app, settings, conf)
     return execute(app, settings, conf)
 
 
-def execute(app, settings, conf: dict[str, str]) -> int:
-    from . import runner
-    from .http_server import serve
-    from .session import create_session, stop_session
+def dry_run(app, settings, conf: dict[str, str]) -> int:
+    from streamapp_runtime.run import runner
+    from streamapp_runtime.run.session import create_session, stop_session
 
     spark = create_session(conf)
+    try:
+        lines = runner.dry_run(spark, app, settings)
+    except Exception as exc:  # noqa: BLE001 - StepError and the sinks' checks name the field; Spark's own text otherwise
+        print(f"streamapp run --dry-run: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 1
+    finally:
+        stop_session(spark)
+    print("\n".join(lines))
+    print(f"{app.metadata.name}: {len(lines)} queries compile")
+    return 0
+
+
+def execute(app, settings, conf: dict[str, str]) -> int:
+    import threading
+
+    from streamapp_runtime.run import runner
+    from streamapp_runtime.run.http_server import serve
+    from streamapp_runtime.run.kafka_wait import StopRequested
+    from streamapp_runtime.run.session import create_session, stop_session
+
+    stop_requested = threading.Event()
+    runner.install_sigterm(stop_requested)  # before the wait for Kafka, so that it too ends cleanly
+    spark = create_session(conf)
+    runner.install_sigterm(stop_requested)  # again: SparkContext replaces the SIGINT handler with its own
     server = None
     try:
-        running = runner.start(spark, app, settings)
-        runner.install_sigterm(running)
+        running = runner.start(spark, app, settings, stop_requested=stop_requested)
         if settings.metrics_port is not None:
             stale = runner.stale_after(app)
             server = serve(running.metrics, settings.metrics_port,
                            lambda: running.metrics.healthy(running.query_names(), stale))
             log.info("metrics and health on :%d (/metrics, /healthz)", server.server_address[1])
         return runner.supervise(spark, running)
+    except StopRequested as stopped:
+        log.info("stop requested while %s: exiting", stopped)
+        return 0
     except Exception as exc:
         log.error("%s", str(exc).split("\n")[0])
         return 1

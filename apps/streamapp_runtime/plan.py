@@ -7,29 +7,34 @@ sub-topologies); each JSON source with dead-lettering on adds one query writing 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
-from streamapp_api import Source, StreamApp, Table
+from streamapp_api import Source, StreamApp, Table, contract, resolve
+from streamapp_api.durations import parse_duration, spark_interval
 from streamapp_api.spec import Stream
 
 APPEND, UPDATE = "append", "update"
+# The dead-letter query runs at most this often (seconds): it re-reads what the source read meanwhile.
+DLQ_MIN_INTERVAL_S = 10
 
 
 @dataclass(frozen=True)
-class Lineage:
-    sources: tuple[str, ...]
-    tables: tuple[str, ...]
-    streams: tuple[str, ...]  # in dependency order, the written stream last
+class Trigger:
+    """When a query runs its micro-batches: ``available-now`` (what is there, then stop),
+    ``interval`` (every ``interval``, a Spark interval such as '10 seconds'), or ``asap``."""
+
+    kind: str
+    interval: str | None = None
 
 
 @dataclass(frozen=True)
 class QueryPlan:
     name: str
-    kind: str  # kafka | postgres | console | dlq
+    kind: str  # a sink writer of sinks.WRITERS: kafka | postgres | console | dlq
     reads: str  # the source or stream written (the source for dlq)
     output_mode: str
-    checkpoint: str
+    checkpoint: str  # a path or a URI (contract.query_checkpoint)
     index: int | None = None  # position in spec.sinks
+    trigger: Trigger = Trigger("asap")
 
 
 def by_name(app: StreamApp) -> dict[str, Source | Table | Stream]:
@@ -37,81 +42,37 @@ def by_name(app: StreamApp) -> dict[str, Source | Table | Stream]:
     return {item.name: item for item in [*spec.sources, *spec.tables, *spec.streams]}
 
 
-def lineage(app: StreamApp, name: str) -> Lineage:
-    """Sources, tables and streams a source or stream is computed from."""
-    items = by_name(app)
-    sources: list[str] = []
-    tables: list[str] = []
-    streams: list[str] = []
-
-    def visit(current: str) -> None:
-        item = items.get(current)
-        if item is None:
-            raise KeyError(f"{current!r} is not a source, table or stream of {app.metadata.name!r}")
-        if isinstance(item, Source):
-            if current not in sources:
-                sources.append(current)
-            return
-        if isinstance(item, Table):
-            if current not in tables:
-                tables.append(current)
-            return
-        if current in streams:
-            return
-        visit(item.from_)
-        for step in item.steps:
-            if step.join is not None:
-                visit(step.join.table or step.join.stream)
-        streams.append(current)
-
-    visit(name)
-    return Lineage(tuple(sources), tuple(tables), tuple(streams))
-
-
-def emit_mode(app: StreamApp, name: str) -> str:
-    """'final' or 'updates' for the query writing ``name``; the same rule the API checker applies."""
-    items = by_name(app)
-    line = lineage(app, name)
-    declared = [items[s].emit for s in line.streams if items[s].emit is not None]
-    if declared:
-        return declared[-1]
-    watermarked = {s.name for s in app.spec.sources if s.watermark is not None}
-    for stream_name in line.streams:
-        stream = items[stream_name]
-        for i, step in enumerate(stream.steps):
-            if step.aggregate is None:
-                continue
-            windowed = i > 0 and stream.steps[i - 1].window is not None
-            upstream = lineage(app, stream.from_).sources
-            if not windowed or not all(s in watermarked for s in upstream):
-                return "updates"
-    return "final"
-
-
 def output_mode(emit: str) -> str:
     return APPEND if emit == "final" else UPDATE
 
 
-def dlq_topic(app: StreamApp) -> str:
-    return app.spec.dead_letter.topic or f"{app.metadata.name}.dlq"
+def trigger(app: StreamApp, available_now: bool, min_interval_s: float = 0) -> Trigger:
+    if available_now:
+        return Trigger("available-now")
+    trigger_s = parse_duration(app.spec.trigger).total_seconds() if app.spec.trigger else 0
+    if min_interval_s > trigger_s:
+        return Trigger("interval", f"{int(min_interval_s)} seconds")
+    if app.spec.trigger:
+        return Trigger("interval", spark_interval(app.spec.trigger))
+    return Trigger("asap")
 
 
-def checkpoint_dir(root: str, query: str) -> str:
-    return str(Path(root) / query)
-
-
-def query_plans(app: StreamApp, checkpoint_root: str, console: bool = False) -> list[QueryPlan]:
+def query_plans(app: StreamApp, checkpoint_root: str, console: bool = False,
+                available_now: bool = False) -> list[QueryPlan]:
+    resolved = resolve(app)
     plans = []
     for i, sink in enumerate(app.spec.sinks):
         kind = "console" if console else sink.kind
         name = sink.query_name + ("-console" if console else "")
-        mode = output_mode(emit_mode(app, sink.from_))
-        plans.append(QueryPlan(name, kind, sink.from_, mode, checkpoint_dir(checkpoint_root, name), i))
+        mode = output_mode(resolved.emit(sink.from_))
+        plans.append(QueryPlan(name, kind, sink.from_, mode, contract.query_checkpoint(checkpoint_root, name), i,
+                               trigger(app, available_now)))
     if app.spec.dead_letter.enabled and not console:
         for source in app.spec.sources:
             if source.format == "json":
-                name = f"dlq-{source.name}"
-                plans.append(QueryPlan(name, "dlq", source.name, APPEND, checkpoint_dir(checkpoint_root, name)))
+                name = contract.dlq_query(source.name)
+                plans.append(QueryPlan(name, "dlq", source.name, APPEND, contract.query_checkpoint(checkpoint_root, name),
+                                       trigger=trigger(app, available_now, DLQ_MIN_INTERVAL_S)))
     return plans
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import yaml
 
 from streamapp_testbed import kafka_admin
-from streamapp_testbed.paths import REPO_DIR
+from streamapp_testbed.paths import REPO_DIR, local_run_env
 from streamapp_testbed.process import ManagedProcess
 
 from . import kstreams
@@ -77,7 +77,7 @@ def runtime(run: Run, available_now: bool = False, dead_letters: bool = True) ->
     if available_now:
         argv.append("--available-now")
     # Spark's progress of every batch, for the bench's profile of where a batch goes.
-    env = {**ENV, "STREAMAPP_PROGRESS_JSON": str(run.workdir / PROGRESS)}
+    env = {**ENV, **local_run_env(), "STREAMAPP_PROGRESS_JSON": str(run.workdir / PROGRESS)}
     return ManagedProcess("runtime", argv, run.workdir / "runtime.log", env=env).start()
 
 

@@ -15,7 +15,7 @@ def main(argv: list[str]) -> int:
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    from streamapp_runtime.session import bind_to_loopback
+    from streamapp_runtime.run.session import bind_to_loopback
     from streamapp_testbed.paths import installed
 
     bind_to_loopback()  # the same local network settings as the runtime's own local sessions

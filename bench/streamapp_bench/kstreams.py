@@ -28,7 +28,7 @@ def build() -> Path:
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "wb") as sink:
         code = subprocess.run(["mvn", "-q", "-B", f"-Dmaven.repo.local={cache_dir() / 'm2'}", f"-Dbench.out={out}",
-                               "-Dmaven.test.skip=true", "package"], cwd=PROJECT, stdout=sink,
+                               f"-Dkafka.version={versions()['KAFKA_VERSION']}", "-Dmaven.test.skip=true", "package"], cwd=PROJECT, stdout=sink,
                               stderr=subprocess.STDOUT).returncode
     if code != 0:
         raise RuntimeError(f"building {PROJECT} failed; log: {log}")

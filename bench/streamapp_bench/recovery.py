@@ -26,7 +26,7 @@ from pathlib import Path
 
 import yaml
 
-from streamapp_runtime import clickstream
+from streamapp_testbed import clickstream
 from streamapp_testbed import cluster, cluster_apps, kafka_admin
 from streamapp_testbed.paths import REPO_DIR, cache_dir, installed
 

@@ -4,9 +4,11 @@ Import-light on purpose: no pyspark, no kopf, no Kubernetes client. The operator
 both build on it.
 """
 
+from . import contract
 from .document import load, parse, validate
 from .durations import parse_duration, parse_quantity, spark_interval, spark_memory, spark_memory_mib
 from .errors import InvalidSpec, Issue
+from .resolve import Resolved, resolve
 from .sinks import KafkaSink, PostgresSink, Sink
 from .sources import METADATA_COLUMNS, Kafka, Source, Table
 from .spec import (
@@ -16,10 +18,11 @@ from .status import Condition, SinkStatus, StreamAppStatus
 from .steps import Accumulate, Aggregate, Dedupe, Explode, Join, Step, Window
 
 __all__ = [
+    "contract",
     "API_VERSION", "GROUP", "KIND", "PLURAL", "SHORT_NAMES", "VERSION", "METADATA_COLUMNS",
     "Accumulate", "Aggregate", "Condition", "Dedupe", "Explode", "InvalidSpec", "Issue", "Join",
     "Kafka", "KafkaSink", "PostgresSink", "Sink", "SinkStatus", "Source", "Step", "Stream",
     "StreamApp", "StreamAppSpec", "StreamAppStatus", "Table", "Window",
-    "load", "parse", "validate", "parse_duration", "parse_quantity", "spark_interval",
+    "Resolved", "resolve", "load", "parse", "validate", "parse_duration", "parse_quantity", "spark_interval",
     "spark_memory", "spark_memory_mib",
 ]

@@ -2,8 +2,8 @@
 
 Each subcommand is a module exposing ``configure(parser)`` and ``run(args) -> int``. Modules are
 imported only when their subcommand runs, so ``streamapp validate`` never imports pyspark or kopf.
-Other packages add their commands to ``COMMANDS`` (e.g. ``run`` from ``streamapp_runtime.cli``) or
-call :func:`register`.
+``COMMANDS`` is the registry: it names each subcommand's module, in whichever package it lives (``run``
+in ``streamapp_runtime.cli``, ``render`` in ``streamapp_operator.render_cli``).
 """
 
 from __future__ import annotations
@@ -25,15 +25,10 @@ COMMANDS: dict[str, Command] = {
     "crd": Command("streamapp_api.crd_cli", "print the StreamApp CustomResourceDefinition"),
     # Lazily imported from apps/: only these subcommands need pyspark.
     "run": Command("streamapp_runtime.cli", "run a StreamApp on Spark (local, or in the driver pod)"),
-    "state": Command("streamapp_runtime.state_cli", "show a stream's aggregate state from the checkpoint (local Spark, no Kafka)"),
+    "state": Command("streamapp_runtime.state.cli", "show a stream's aggregate state from the checkpoint (local Spark, no Kafka)"),
     # Lazily imported from operator/: needs no cluster, prints what the operator would apply.
     "render": Command("streamapp_operator.render_cli", "print the Kubernetes objects the operator applies for a StreamApp"),
 }
-
-
-def register(name: str, module: str, help: str) -> None:
-    """Add a subcommand implemented by ``module`` (``configure(parser)`` and ``run(args)``)."""
-    COMMANDS[name] = Command(module, help)
 
 
 def _parser() -> argparse.ArgumentParser:

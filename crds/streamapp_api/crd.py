@@ -181,6 +181,9 @@ def render() -> str:
     return HEADER + body
 
 
+__all__ = ["crd", "render", "openapi_schema", "model_schema", "API_VERSION"]
+
+
 def main() -> int:
     sys.stdout.write(render())
     return 0
@@ -188,5 +191,3 @@ def main() -> int:
 
 if __name__ == "__main__":  # pragma: no cover
     raise SystemExit(main())
-
-__all__ = ["crd", "render", "openapi_schema", "model_schema", "API_VERSION"]

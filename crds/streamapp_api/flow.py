@@ -1,4 +1,5 @@
-"""Follow a stream's steps: which columns exist, which column is the event time, whether it has a watermark.
+"""Follow a stream's steps: which columns exist, which column is the event time, whether it has a
+watermark, and what the stream's query is computed from (its lineage).
 
 Columns are tracked by name only and only while they are determinable; after an ``sql`` step they are
 unknown and column checks stop (they never guess).
@@ -14,7 +15,6 @@ from .errors import Issue
 from .sources import Source, Table
 
 if TYPE_CHECKING:
-    from .semantic import Lineage
     from .spec import Stream
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -41,6 +41,26 @@ class Flow:
 
     def has(self, column: str) -> bool:
         return self.columns is None or column in self.columns
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """What one stream's query is computed from and what it contains, from the sources up to and
+    including the stream: Spark runs each sink as one query over all of it."""
+
+    aggregations: tuple[tuple[str, bool, bool], ...] = ()  # (path, windowed, watermarked)
+    accumulates: tuple[str, ...] = ()
+    stream_joins: tuple[str, ...] = ()
+    emits: tuple[tuple[str, str, str], ...] = ()  # (path, value, stream name)
+    sources: tuple[str, ...] = ()
+    tables: tuple[str, ...] = ()
+    streams: tuple[str, ...] = ()  # in dependency order, the stream itself last
+
+    def merge(self, other: "Lineage") -> "Lineage":
+        def union(a: tuple, b: tuple) -> tuple:
+            return a + tuple(x for x in b if x not in a)
+        return Lineage(*(union(getattr(self, f), getattr(other, f)) for f in
+                         ("aggregations", "accumulates", "stream_joins", "emits", "sources", "tables", "streams")))
 
 
 def select_names(items: list[str]) -> tuple[list[str | None], bool]:
@@ -71,14 +91,17 @@ def _merge_columns(left: frozenset[str] | None, right: set[str] | frozenset[str]
     return frozenset(out)
 
 
-def walk_steps(stream: "Stream", base: str, flows: dict[str, Flow], lineages: dict[str, "Lineage"],
-               tables: dict[str, Table], lineage: "Lineage") -> tuple[Flow, "Lineage", list[Issue]]:
-    from .semantic import Lineage
-
+def walk_steps(stream: "Stream", base: str, flows: dict[str, Flow], lineages: dict[str, Lineage],
+               tables: dict[str, Table], lineage: Lineage) -> tuple[Flow, Lineage, list[Issue], tuple[Flow, ...]]:
+    """The stream's flow after its steps, its lineage, what is wrong with the steps, and the flow
+    after each step (what the runtime compiles each step against)."""
     issues: list[Issue] = []
     flow = replace(flows[stream.from_], group_columns=None, emit=None)
     steps = stream.steps
+    after: list[Flow] = []
     for j, step in enumerate(steps):
+        if j:
+            after.append(flow)
         path = f"{base}.steps[{j}]"
         kind, value = step.kind, step.value
 
@@ -119,6 +142,7 @@ def walk_steps(stream: "Stream", base: str, flows: dict[str, Flow], lineages: di
                 need(value.key or "_key", f"{path}.join.key")
                 if table is not None:
                     flow = replace(flow, columns=_merge_columns(flow.columns, table.value_columns(), table.name))
+                    lineage = lineage.merge(Lineage(tables=(table.name,)))
             else:
                 other = flows.get(value.stream)
                 if other is None:
@@ -171,4 +195,6 @@ def walk_steps(stream: "Stream", base: str, flows: dict[str, Flow], lineages: di
                                     "(set watermark on the source) so old keys can be forgotten"))
         elif kind == "sql":
             flow = Flow(None, flow.event_time, flow.watermark)  # Spark keeps the watermark through SQL
-    return flow, lineage, issues
+    if steps:
+        after.append(flow)
+    return flow, lineage.merge(Lineage(streams=(stream.name,))), issues, tuple(after)

@@ -14,7 +14,7 @@ from .durations import parse_duration
 from .errors import Issue
 from .sources import SCHEMA_TYPE_HELP, SPARK_MANAGED_KAFKA_OPTIONS, Source, SparkTypeError, Table, parse_spark_type
 from .spec import APP_NAME_HELP, APP_NAME_PATTERN, StreamApp
-from .steps import STEP_KEYS, Join, Step, Window
+from .steps import SHUFFLING_STEPS, STEP_KEYS, Join, Step, Window
 
 SPARK_MANAGED_CONF = (
     "spark.master", "spark.app.name", "spark.submit.deployMode",
@@ -147,9 +147,12 @@ def check_settings(app: StreamApp) -> Iterator[Issue]:
         if key in SPARK_MANAGED_KAFKA_OPTIONS or key.startswith("kafka."):
             yield Issue(f"spec.kafka.options[{key}]", f"{key!r} is managed by Spark or the operator and "
                         "cannot be set; options are plain Kafka client settings without the 'kafka.' prefix")
-    for key in spec.spark_conf or {}:
+    for key, value in (spec.spark_conf or {}).items():
         path = f"spec.sparkConf[{key}]"
-        if not key.startswith("spark."):
+        if any(c in key for c in "=: \t\r\n") or any(c in value for c in "\r\n"):
+            # spark.properties holds one key=value a line (streamapp_api.contract)
+            yield Issue(path, "a Spark setting is one line: no line breaks, and no '=', ':' or spaces in the key")
+        elif not key.startswith("spark."):
             yield Issue(path, f"{key!r} is not a Spark setting; keys start with 'spark.'")
         elif key in SPARK_MANAGED_CONF or key.startswith(_MANAGED_PREFIXES):
             hint = _MANAGED_HINT.get(key, "the operator sets it")
@@ -160,7 +163,7 @@ def check_settings(app: StreamApp) -> Iterator[Issue]:
 def _check_capacity(app: StreamApp) -> Iterator[Issue]:
     spec = app.spec
     most = spec.executors or spec.scaling.max_executors
-    stateful = any(step.kind in ("aggregate", "accumulate", "dedupe", "join", "sql")
+    stateful = any(step.kind in SHUFFLING_STEPS
                    for stream in spec.streams for step in stream.steps if len(step.set_keys()) == 1)
     if spec.shuffle_partitions is not None:
         if not stateful:
@@ -175,8 +178,8 @@ def _check_capacity(app: StreamApp) -> Iterator[Issue]:
         yield Issue("spec.state.checkpoint.accessModes", "executors on different nodes share the checkpoint "
                     "volume; without ReadWriteMany they must all run on one node", "warning")
     source_topics = {t for s in spec.sources for t in s.topic_list} | {t.topic for t in spec.tables}
-    dlq = spec.dead_letter.topic or f"{app.metadata.name}.dlq"
-    if spec.dead_letter.enabled and dlq in source_topics:
+    dlq = app.dead_letter_topic
+    if dlq in source_topics:
         yield Issue("spec.deadLetter.topic", f"{dlq!r} is also an input topic; use a topic of its own")
     for i, sink in enumerate(spec.sinks):
         if sink.kafka is not None and sink.kafka.topic in source_topics:

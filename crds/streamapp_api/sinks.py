@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import re
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
 from .base import MAX_LIST, ApiModel, Column, Name, SecretRef, Topic, api_config, cel
+from .changes import ChangeClass
 
 _PG_IDENT = r"^[a-z_][a-z0-9_]{0,62}(\.[a-z_][a-z0-9_]{0,62})?$"
 
@@ -33,15 +33,6 @@ class PostgresSecretRef(SecretRef):
         max_length=253,
         description="Key of the Secret holding the connection URI.",
     )
-
-
-POSTGRES_URI_ENV_PREFIX = "STREAMAPP_POSTGRES_"
-
-
-def postgres_uri_env(secret_name: str) -> str:
-    """The environment variable that carries a Postgres sink's connection URI into the driver:
-    the operator sets it from the Secret, the runtime reads it (docs/runtime-contract.md)."""
-    return POSTGRES_URI_ENV_PREFIX + re.sub(r"[^A-Za-z0-9]", "_", secret_name).upper()
 
 
 class PostgresSink(ApiModel):
@@ -82,7 +73,10 @@ class Sink(ApiModel):
         description="Stable name of this sink's query; its checkpoint is kept under it, so renaming "
         "restarts the sink from startingOffsets. Default: '<from>-<topic or table>'.",
     )
-    from_: Name = Field(alias="from", description="Name of the source or stream to write.")
+    # Its other fields are compared together: StreamAppSpec.sinks declares how.
+    from_: Annotated[Name, ChangeClass("incompatible", "the sink's query state was built from another input")] = Field(
+        alias="from", description="Name of the source or stream to write."
+    )
     kafka: KafkaSink | None = Field(default=None, description=KafkaSink.__doc__)
     postgres: PostgresSink | None = Field(default=None, description=PostgresSink.__doc__)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -19,6 +19,7 @@ from .base import (
     api_config,
     cel,
 )
+from .changes import RESTART, ChangeClass
 from .durations import Duration
 
 # Columns every source and table row carries besides its value columns. Names starting with '_'
@@ -168,47 +169,63 @@ _STRING_NO_SCHEMA = cel(
 )
 
 
+# How record values are read, for sources and tables alike (a new format: here, and a parse function
+# in the runtime's compile/sources.FORMATS).
+ValueFormat = Literal["json", "string"]
+
+
+def record_columns(value_format: str, schema: dict[str, str] | None) -> set[str]:
+    """The columns every row of a source or table has: the metadata, then the value's."""
+    return set(METADATA_COLUMNS) | set((schema or {}) if value_format == "json" else {"value": "string"})
+
+
+# What a source's checkpoint state is made of: a change to it leaves that state unusable.
+_SOURCE_STATE = ChangeClass("incompatible", "the checkpoint records offsets per topic and state per event time")
+
+
 class Source(ApiModel):
     """A stream of records read from Kafka (Kafka Streams: KStream). Every record is an event."""
 
     model_config = api_config(_ONE_TOPIC, _JSON_SCHEMA, _STRING_NO_SCHEMA)
 
     name: Name = Field(description="Name other streams and sinks use to read this source.")
-    topic: Topic | None = Field(default=None, description="The Kafka topic to read. Exclusive with topics.")
-    topics: list[Topic] | None = Field(
+    topic: Annotated[Topic | None, _SOURCE_STATE] = Field(
+        default=None, description="The Kafka topic to read. Exclusive with topics."
+    )
+    topics: Annotated[list[Topic] | None, _SOURCE_STATE] = Field(
         default=None,
         min_length=1,
         max_length=MAX_LIST,
         description="Several Kafka topics read as one stream. Exclusive with topic.",
         json_schema_extra={"x-kubernetes-list-type": "set"},
     )
-    format: Literal["json", "string"] = Field(
+    format: Annotated[ValueFormat, RESTART] = Field(
         default="json",
         description="How record values are read: 'json' parses a JSON object into the schema's "
         "columns; 'string' gives one string column named 'value'.",
     )
-    schema_: SchemaMap | None = _schema_field(
+    schema_: Annotated[SchemaMap | None, RESTART] = _schema_field(
         "Columns of a JSON value: column name -> Spark SQL type (string, long, double, boolean, "
         "timestamp, array<...>, struct<...>). Required for format json. Every row also carries "
         "the metadata columns _key, _timestamp, _topic, _partition and _offset."
     )
-    event_time: Column | None = Field(
+    event_time: Annotated[Column | None, _SOURCE_STATE] = Field(
         default=None,
         description="Column holding the event time (type timestamp). Windows, watermarks and "
         "stream joins use it. Default: the Kafka record timestamp (_timestamp).",
     )
-    watermark: Duration | None = Field(
+    watermark: Annotated[Duration | None, RESTART] = Field(
         default=None,
         description="How late an event may arrive (relative to the newest event time seen) and still "
         "count. Required for emit: final on windowed aggregations, for stream-stream joins and "
         "for dedupe. Unset: no lateness bound and no event-time state cleanup.",
     )
-    starting_offsets: Literal["earliest", "latest"] = Field(
+    starting_offsets: Annotated[Literal["earliest", "latest"], RESTART] = Field(
         default="earliest",
         description="Where a new application starts reading: earliest (the whole topic) or latest "
         "(only new records). Ignored once a checkpoint exists.",
     )
-    max_offsets_per_trigger: int | None = Field(
+    max_offsets_per_trigger: Annotated[int | None, RESTART] = Field(
         default=None,
         ge=1,
         description="Upper bound on records read per micro-batch across all partitions (rate limit). "
@@ -220,13 +237,15 @@ class Source(ApiModel):
         return [self.topic] if self.topic else list(self.topics or [])
 
     def columns(self) -> set[str]:
-        names = set(METADATA_COLUMNS)
-        names.update((self.schema_ or {}) if self.format == "json" else {"value": "string"})
-        return names
+        return record_columns(self.format, self.schema_)
 
     @property
     def event_time_column(self) -> str:
         return self.event_time or "_timestamp"
+
+
+# What a table's join state is keyed by: a change to it leaves that state unusable.
+_TABLE_STATE = ChangeClass("incompatible", "the join state is keyed by the table's topic and key")
 
 
 class Table(ApiModel):
@@ -239,27 +258,27 @@ class Table(ApiModel):
     model_config = api_config(_JSON_SCHEMA, _STRING_NO_SCHEMA)
 
     name: Name = Field(description="Name join steps use to look rows up in this table.")
-    topic: Topic = Field(description="The Kafka topic holding the changelog (ideally compacted).")
-    key: Column = Field(
+    topic: Annotated[Topic, _TABLE_STATE] = Field(
+        description="The Kafka topic holding the changelog (ideally compacted)."
+    )
+    key: Annotated[Column, _TABLE_STATE] = Field(
         default="_key",
         description="Column holding the table's primary key. Default: the Kafka record key (_key).",
     )
-    format: Literal["json", "string"] = Field(
+    format: Annotated[ValueFormat, RESTART] = Field(
         default="json",
         description="How record values are read: 'json' (schema required) or 'string' (one column 'value').",
     )
-    schema_: SchemaMap | None = _schema_field(
+    schema_: Annotated[SchemaMap | None, RESTART] = _schema_field(
         "Columns of a JSON value: column name -> Spark SQL type. Required for format json."
     )
-    ttl: Duration | None = Field(
+    ttl: Annotated[Duration | None, RESTART] = Field(
         default=None,
         description="Forget keys not updated for this long (bounds state size). Default: keep forever.",
     )
 
     def columns(self) -> set[str]:
-        names = set(METADATA_COLUMNS)
-        names.update((self.schema_ or {}) if self.format == "json" else {"value": "string"})
-        return names
+        return record_columns(self.format, self.schema_)
 
     def value_columns(self) -> set[str]:
         """The columns a join brings into the stream (metadata and the key stay behind)."""

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from .base import MAX_LIST, ApiModel, Name, api_config, cel
+from .changes import IGNORE, RESCALE, RESTART, ByField, ByItem, BySteps, ChangeClass
 from .durations import Duration, Quantity, SparkMemory, cel_millis
 from .sinks import Sink
 from .sources import Kafka, Source, Table
@@ -33,14 +34,19 @@ class Stream(ApiModel):
     """
 
     name: Name = Field(description="Name other streams, join steps and sinks use to read this stream.")
-    from_: Name = Field(alias="from", description="Name of the source or stream this stream reads.")
-    steps: list[Step] = Field(
+    from_: Annotated[Name, ChangeClass("incompatible", "the stream's state was built from another input")] = Field(
+        alias="from", description="Name of the source or stream this stream reads."
+    )
+    steps: Annotated[list[Step], BySteps(otherwise=ChangeClass("restart", "stateless steps changed"))] = Field(
         default_factory=list,
         max_length=MAX_STEPS,
         description="Steps applied in order; each is a mapping with exactly one key (filter, select, "
         "withColumns, explode, keyBy, join, window, aggregate, accumulate, dedupe, sql).",
     )
-    emit: Literal["final", "updates"] | None = Field(
+    emit: Annotated[
+        Literal["final", "updates"] | None,
+        ChangeClass("incompatible", "the output mode of a stateful query cannot change"),
+    ] = Field(
         default=None,
         description="When aggregated or joined rows are emitted. final: once per window and key, when "
         "the watermark closes the window (needs a watermark; Spark append mode). updates: every "
@@ -54,13 +60,21 @@ class Stream(ApiModel):
 class Checkpoint(ApiModel):
     """The PersistentVolumeClaim holding checkpoints and state stores, shared by driver and executors."""
 
-    size: Quantity = Field(default="10Gi", description="Requested volume size, e.g. 10Gi.")
-    storage_class_name: str | None = Field(
+    size: Annotated[Quantity, IGNORE] = Field(default="10Gi", description="Requested volume size, e.g. 10Gi.")
+    storage_class_name: Annotated[
+        str | None,
+        ChangeClass("incompatible", "a PersistentVolumeClaim's storage class cannot change; delete the app with "
+                    "retainOnDelete: false", reset_proof=True),  # a state reset does not renew the claim
+    ] = Field(
         default=None,
         max_length=253,
         description="StorageClass of the claim. Default: the cluster's default StorageClass.",
     )
-    access_modes: list[Literal["ReadWriteOnce", "ReadWriteMany", "ReadWriteOncePod"]] = Field(
+    access_modes: Annotated[
+        list[Literal["ReadWriteOnce", "ReadWriteMany", "ReadWriteOncePod"]],
+        ChangeClass("incompatible", "a PersistentVolumeClaim's access modes cannot change; delete the app with "
+                    "retainOnDelete: false", reset_proof=True),  # a state reset does not renew the claim
+    ] = Field(
         default_factory=lambda: ["ReadWriteMany"],
         min_length=1,
         max_length=3,
@@ -72,20 +86,23 @@ class Checkpoint(ApiModel):
 class State(ApiModel):
     """Checkpoints and state stores (Kafka Streams: state stores and changelogs)."""
 
-    checkpoint: Checkpoint = Field(
+    checkpoint: Annotated[Checkpoint, ByField(why="checkpoint settings changed")] = Field(
         default_factory=Checkpoint,
         description=Checkpoint.__doc__,
         json_schema_extra={"default": {}},
     )
-    store: Literal["rocksdb", "hdfs"] = Field(
+    store: Annotated[
+        Literal["rocksdb", "hdfs"],
+        ChangeClass("incompatible", "the checkpoint's state was written by the other state store provider"),
+    ] = Field(
         default="rocksdb",
         description="State store provider: rocksdb (on disk, large state) or hdfs (in memory, small state).",
     )
-    retain_on_delete: bool = Field(
+    retain_on_delete: Annotated[bool, IGNORE] = Field(
         default=True,
         description="Keep the checkpoint volume when the StreamApp is deleted, so re-creating it resumes.",
     )
-    reset_nonce: str | None = Field(
+    reset_nonce: Annotated[str | None, ChangeClass("reset")] = Field(
         default=None,
         max_length=63,
         description="Change this value to discard checkpoints and state: the app restarts from "
@@ -178,42 +195,48 @@ class StreamAppSpec(ApiModel):
 
     model_config = api_config(_EXECUTORS_IN_BOUNDS)
 
-    image: str | None = Field(
+    image: Annotated[str | None, RESTART] = Field(
         default=None,
         max_length=512,
         description="Runtime image for driver and executors. Default: the operator's runtime image.",
     )
-    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = Field(
+    image_pull_policy: Annotated[Literal["Always", "IfNotPresent", "Never"] | None, RESTART] = Field(
         default=None, description="Image pull policy. Default: Kubernetes' (IfNotPresent unless :latest)."
     )
-    kafka: Kafka = Field(description=Kafka.__doc__)
-    sources: list[Source] = Field(
+    kafka: Annotated[Kafka, RESTART] = Field(description=Kafka.__doc__)
+    sources: Annotated[list[Source], ByItem()] = Field(
         min_length=1, max_length=MAX_LIST, description="Streams read from Kafka (KStream).",
         json_schema_extra=_LIST_MAP_BY_NAME,
     )
-    tables: list[Table] = Field(
+    tables: Annotated[list[Table], ByItem()] = Field(
         default_factory=list, max_length=MAX_LIST,
         description="Tables read from Kafka changelog topics (KTable): latest value per key; a null value deletes the key.",
         json_schema_extra=_LIST_MAP_BY_NAME,
     )
-    streams: list[Stream] = Field(
+    streams: Annotated[list[Stream], ByItem(added_or_removed="stream added or removed")] = Field(
         default_factory=list, max_length=MAX_LIST,
         description="Named derived streams, each a list of steps over a source or another stream.",
         json_schema_extra=_LIST_MAP_BY_NAME,
     )
-    sinks: list[Sink] = Field(
+    sinks: Annotated[
+        list[Sink],
+        ByItem(match="query", added_or_removed="sink added or removed",
+               rest=ChangeClass("restart", "sink settings changed")),
+    ] = Field(
         min_length=1, max_length=MAX_LIST,
         description="Where sources and streams are written. Each sink runs as its own streaming query.",
     )
-    dead_letter: DeadLetter = Field(
+    dead_letter: Annotated[DeadLetter, RESTART] = Field(
         default_factory=DeadLetter, description=DeadLetter.__doc__, json_schema_extra={"default": {}}
     )
-    trigger: Duration | None = Field(
+    trigger: Annotated[Duration | None, RESTART] = Field(
         default=None,
         description="Micro-batch interval (Kafka Streams: commit interval). Default: start the next "
         "batch as soon as the previous one finishes.",
     )
-    shuffle_partitions: int | None = Field(
+    shuffle_partitions: Annotated[
+        int | None, ChangeClass("incompatible", "the checkpoint's state is partitioned by it")
+    ] = Field(
         default=None,
         ge=1,
         le=10000,
@@ -221,29 +244,35 @@ class StreamAppSpec(ApiModel):
         "first checkpoint: changing it later needs a state reset. Default: the largest input "
         "topic's partition count at first start.",
     )
-    state: State = Field(default_factory=State, description=State.__doc__, json_schema_extra={"default": {}})
-    scaling: Scaling = Field(default_factory=Scaling, description=Scaling.__doc__, json_schema_extra={"default": {}})
-    executors: int | None = Field(
+    state: Annotated[State, ByField()] = Field(
+        default_factory=State, description=State.__doc__, json_schema_extra={"default": {}}
+    )
+    scaling: Annotated[Scaling, RESCALE] = Field(
+        default_factory=Scaling, description=Scaling.__doc__, json_schema_extra={"default": {}}
+    )
+    executors: Annotated[int | None, RESCALE] = Field(
         default=None,
         ge=1,
         le=1000,
         description="Fixed executor count, overriding automatic scaling; what 'kubectl scale' and a "
         "HorizontalPodAutoscaler set. Remove it to follow the partition count again.",
     )
-    driver: Resources = Field(default_factory=Resources, description="Driver resources.", json_schema_extra={"default": {}})
-    executor: ExecutorResources = Field(
+    driver: Annotated[Resources, RESTART] = Field(
+        default_factory=Resources, description="Driver resources.", json_schema_extra={"default": {}}
+    )
+    executor: Annotated[ExecutorResources, RESTART] = Field(
         default_factory=ExecutorResources, description=ExecutorResources.__doc__, json_schema_extra={"default": {}}
     )
-    spark_conf: dict[str, str] | None = Field(
+    spark_conf: Annotated[dict[str, str] | None, RESTART] = Field(
         default=None,
         max_length=128,
         description="Extra Spark configuration (spark.* -> value). Settings the operator manages "
         "(executor count and resources, shuffle partitions, checkpoint location, master) are refused.",
     )
-    restart_policy: RestartPolicy = Field(
+    restart_policy: Annotated[RestartPolicy, IGNORE] = Field(
         default_factory=RestartPolicy, description=RestartPolicy.__doc__, json_schema_extra={"default": {}}
     )
-    suspend: bool = Field(
+    suspend: Annotated[bool, IGNORE] = Field(  # suspend and resume are decided on their own
         default=False,
         description="Stop driver and executors, keeping checkpoints; set back to false to resume where it stopped.",
     )

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import Field
 
 from .base import ApiModel
 
-PHASES = ("Pending", "Starting", "Running", "Restarting", "Suspended", "Failed", "Invalid")
 Phase = Literal["Pending", "Starting", "Running", "Restarting", "Suspended", "Failed", "Invalid"]
+PHASES: tuple[str, ...] = get_args(Phase)
 
 
 class Condition(ApiModel):

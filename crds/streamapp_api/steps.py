@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from .base import COLUMN_PATTERN, MAX_COLUMNS, MAX_LIST, ApiModel, Column, Expr, Name, api_config, cel
+from .changes import RESTART, ChangeClass
 from .durations import Duration, cel_millis
 
 ACCUMULATE_FUNCTIONS = ("sum", "count", "min", "max", "avg", "first", "last")
@@ -207,38 +208,51 @@ _ONE_KEY = cel(
 )
 
 
+# What changing, adding or removing a step of each kind does (Stream.steps compares them): steps that
+# shape the state in the checkpoint (keys, windows, aggregations, joins, dedupes; sql may do any of
+# them) leave it unusable; the others only need a restart.
+_SHAPES_STATE = ChangeClass(
+    "incompatible", "keys, windows, aggregations, joins or dedupes changed: the checkpoint's state no longer fits"
+)
+_STATELESS = RESTART
+
+
 class Step(ApiModel):
     """One step of a stream: a mapping with exactly one of the keys below."""
 
     model_config = api_config(_ONE_KEY)
 
-    filter: Expr | None = Field(
+    filter: Annotated[Expr | None, _STATELESS] = Field(
         default=None,
         description="Keep only rows where this SQL condition is true, e.g. \"level = 'ERROR'\".",
     )
-    select: list[Expr] | None = Field(
+    select: Annotated[list[Expr] | None, _STATELESS] = Field(
         default=None,
         min_length=1,
         max_length=MAX_COLUMNS,
         description="Keep only these columns: each item is a column name, '*', or 'expression AS name'.",
     )
-    with_columns: dict[str, Expr] | None = _column_map(
+    with_columns: Annotated[dict[str, Expr] | None, _STATELESS] = _column_map(
         "Add or replace columns (name -> SQL expression), keeping the others. Expressions see the "
         "input row, not each other.",
         default=None,
     )
-    explode: Explode | None = Field(default=None, description=Explode.__doc__)
-    key_by: Expr | None = Field(
+    explode: Annotated[Explode | None, _STATELESS] = Field(default=None, description=Explode.__doc__)
+    key_by: Annotated[Expr | None, _SHAPES_STATE] = Field(
         default=None,
         description="SQL expression that becomes the record key (_key) downstream, e.g. 'customer_id'. "
         "Kafka sinks write it as the message key.",
     )
-    join: Join | None = Field(default=None, description=Join.__doc__.split("\n")[0])
-    window: Window | None = Field(default=None, description=Window.__doc__)
-    aggregate: Aggregate | None = Field(default=None, description=Aggregate.__doc__.split("\n")[0])
-    accumulate: Accumulate | None = Field(default=None, description=Accumulate.__doc__.split("\n")[0])
-    dedupe: Dedupe | None = Field(default=None, description=Dedupe.__doc__)
-    sql: Expr | None = Field(
+    join: Annotated[Join | None, _SHAPES_STATE] = Field(default=None, description=Join.__doc__.split("\n")[0])
+    window: Annotated[Window | None, _SHAPES_STATE] = Field(default=None, description=Window.__doc__)
+    aggregate: Annotated[Aggregate | None, _SHAPES_STATE] = Field(
+        default=None, description=Aggregate.__doc__.split("\n")[0]
+    )
+    accumulate: Annotated[Accumulate | None, _SHAPES_STATE] = Field(
+        default=None, description=Accumulate.__doc__.split("\n")[0]
+    )
+    dedupe: Annotated[Dedupe | None, _SHAPES_STATE] = Field(default=None, description=Dedupe.__doc__)
+    sql: Annotated[Expr | None, _SHAPES_STATE] = Field(
         default=None,
         description="Escape hatch: a Spark SQL query over the step's input, which it names 'input', "
         "e.g. 'SELECT user, count(*) AS n FROM input GROUP BY user'.",
@@ -263,5 +277,6 @@ class Step(ApiModel):
 STEP_KEYS = _STEP_KEYS
 _ATTR = {"withColumns": "with_columns", "keyBy": "key_by"}
 _ATTR.update({k: k for k in _STEP_KEYS if k not in _ATTR})
-STATEFUL_STEPS = ("join", "aggregate", "accumulate", "dedupe")
+STATEFUL_STEPS = ("join", "aggregate", "accumulate", "dedupe")  # keep state in the checkpoint
+SHUFFLING_STEPS = (*STATEFUL_STEPS, "sql")  # may shuffle: spec.shufflePartitions matters (sql: cannot tell)
 MAX_STEPS = MAX_LIST

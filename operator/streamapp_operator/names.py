@@ -7,7 +7,7 @@ hold two pods of that name, so a new driver can only exist once the old one is g
 
 from __future__ import annotations
 
-from streamapp_api import API_VERSION, KIND
+from streamapp_api import API_VERSION, KIND, contract
 
 GROUP_PREFIX = "streamapp.io"
 LABEL_APP = f"{GROUP_PREFIX}/app"
@@ -19,10 +19,11 @@ ANN_EXECUTORS = f"{GROUP_PREFIX}/executors"
 ANN_STATE_GENERATION = f"{GROUP_PREFIX}/state-generation"
 ANN_CONFIG_HASH = f"{GROUP_PREFIX}/config-hash"
 
-CONFIG_DIR = "/etc/streamapp"
-CHECKPOINT_MOUNT = "/var/lib/streamapp/checkpoint"
+# Shared with the runtime: owned by streamapp_api.contract (docs/runtime-contract.md).
+CONFIG_DIR = contract.CONFIG_DIR
+CHECKPOINT_MOUNT = contract.CHECKPOINT_MOUNT
+METRICS_PORT = contract.METRICS_PORT
 SPARK_LOCAL_DIR = "/var/lib/spark/local"
-METRICS_PORT = 9090
 DRIVER_PORT = 7078
 BLOCK_MANAGER_PORT = 7079
 DEFAULT_RUNTIME_IMAGE = "streamapp/runtime:0.1.0"
@@ -61,13 +62,11 @@ def executor_prefix(app: str) -> str:
     return f"{app}-exec"
 
 
-def state_generation(reset_nonce: str | None) -> str:
-    """The checkpoint sub-directory of one state generation: a reset starts a fresh one."""
-    return f"gen-{reset_nonce or '0'}"
+state_generation = contract.state_generation
 
 
 def checkpoint_dir(reset_nonce: str | None) -> str:
-    return f"{CHECKPOINT_MOUNT}/{state_generation(reset_nonce)}"
+    return contract.checkpoint_root(CHECKPOINT_MOUNT, reset_nonce)
 
 
 def labels(app: str, component: str) -> dict[str, str]:

@@ -48,9 +48,7 @@ def run(args: argparse.Namespace) -> int:
             return 1
         sources = sum(len(s.topic_list) for s in app.spec.sources)
         partitions = args.partitions if args.partitions is not None else sources
-        largest = args.partitions if args.partitions is not None else 1
-        launch = Launch(desired_executors(partitions, app.spec), app.spec.shuffle_partitions or largest,
-                        args.runtime_image)
+        launch = Launch(desired_executors(partitions, app.spec), args.runtime_image)
         out.extend(render_all(app, args.uid, launch))
     sys.stdout.write(yaml.safe_dump_all(out, sort_keys=False, default_flow_style=False))
     return 0

@@ -12,11 +12,11 @@ after each; driver metrics read in the background, never inside a reconcile.
 - **The periodic look is cheap**: it reads the app's partition counts (from the per-cluster cache, no
   API request) and reconciles only when they differ from what the last reconcile saw; changes of the
   app and its driver pod come as watch events anyway. A full reconcile still comes at least every
-  8.5 resyncs, and after any error or requeue the plan asked for.
-- **Children read every tenth resync**: the reconciles of the 9.5 resync intervals after a full read
-  use the children as that read saw them, or as the operator then wrote them (the API server's answer
-  to each create and patch) instead of asking again. Children change only through the operator, or by
-  hand: a child deleted or edited by hand is put back within ten resyncs. The app and its driver pod
+  ``FULL_EVERY`` resyncs, and after any error or requeue the plan asked for.
+- **Children read afresh every ``CHILDREN_EVERY`` resyncs**: reconciles within that time of a full
+  read use the children as that read saw them, or as the operator then wrote them (the API server's
+  answer to each create and patch) instead of asking again. Children change only through the
+  operator, or by hand: a child deleted or edited by hand is put back within ``CHILDREN_EVERY`` resyncs. The app and its driver pod
   are always read afresh, and everything is after the operator starts or when a create met a child
   that was already there.
 - **The driver pod as created** is what the next driver event is compared with: its first events
@@ -50,6 +50,8 @@ RESYNC_SECONDS = float(os.environ.get("STREAMAPP_OPERATOR_RESYNC", "30"))
 WORKERS = int(os.environ.get("STREAMAPP_OPERATOR_WORKERS", "48"))
 ERROR_RETRY = 10.0
 CHILDREN_EVERY = 9.5  # resyncs: children left as they were are read afresh this often
+FULL_EVERY = CHILDREN_EVERY - 1  # resyncs: the cheap periodic look reconciles at least this often,
+# so that the full reconcile which reads the children afresh comes before their cache is too old
 JITTER = 0.1  # the periodic look comes up to this share of the resync early, so that apps created
 # together do not resync together
 
@@ -181,10 +183,10 @@ class Reconciler:
     async def _nothing_new(self, app: _App) -> bool:
         """Whether the periodic look can end at the partition counts: they are as the last reconcile saw
         them (from the cache, no API request), Kafka answered then, and the children were read or written
-        less than CHILDREN_EVERY - 1 resyncs ago (so a full reconcile comes at least that often)."""
+        less than FULL_EVERY resyncs ago."""
         loop = asyncio.get_running_loop()
         if app.probe is None or app.kafka is None or app.kafka.error or app.known is None or \
-                loop.time() - app.known_at >= self.resync * (CHILDREN_EVERY - 1) or app.waiting or app.lock.locked():
+                loop.time() - app.known_at >= self.resync * FULL_EVERY or app.waiting or app.lock.locked():
             return False
         self._start()
         now = await loop.run_in_executor(self.pool, partial(app.probe.observe, cache=self.caches.partitions))

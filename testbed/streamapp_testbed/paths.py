@@ -61,3 +61,13 @@ class Installed:
 
 def installed() -> Installed:
     return Installed(cache_dir())
+
+
+# The variable through which a local `streamapp run` (streamapp_runtime.run.session) finds the Kafka
+# connector jars; the runtime image has them in Spark's own folder instead.
+SPARK_JARS_ENV = "STREAMAPP_SPARK_JARS"
+
+
+def local_run_env() -> dict[str, str]:
+    """What a local run of the runtime needs from this machine's installation: the connector jars."""
+    return {SPARK_JARS_ENV: installed().spark_jars_conf()}

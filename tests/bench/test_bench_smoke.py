@@ -41,7 +41,7 @@ def test_throughput_harness_accounts_for_every_event(engine, kafka, backlog, tmp
                                engine, counted, N, timeout=300)
     assert out["finished"], out.get("log_tail")
     assert out["events_accounted"] == counted
-    assert out["output_rows"] > 0 and out["events_per_s"] is None or out["events_per_s"] > 0
+    assert out["output_rows"] > 0 and (out["events_per_s"] is None or out["events_per_s"] > 0)
     if engine == "runtime":  # where its batches went, from Spark's progress
         profile = out["batch_profile"]
         assert profile["batches"] >= 1 and profile["ms"]["addBatch"] > 0 and profile["rows_per_batch"] <= 1000

@@ -79,9 +79,9 @@ SUFFIXES = {"counter": ("_total", "_created"), "gauge": ("",), "histogram": ("_b
 @cache
 def exposed_metrics() -> dict[str, set[str]]:
     """Every series name the operator and the driver expose -> its label names, from their registries
-    (a renamed metric in operator/.../report/metrics.py or apps/streamapp_runtime/metrics.py shows here)."""
+    (a renamed metric in operator/.../report/metrics.py or apps/streamapp_runtime/run/metrics.py shows here)."""
     from streamapp_operator.report import metrics as operator_metrics
-    from streamapp_runtime.metrics import Metrics
+    from streamapp_runtime.run.metrics import Metrics
 
     out: dict[str, set[str]] = {}
     registries = [operator_metrics.REGISTRY, Metrics("app", {}, {}).registry]

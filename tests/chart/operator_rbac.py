@@ -40,8 +40,8 @@ def _rendered_kinds() -> tuple[set[str], set[str]]:
     from streamapp_operator.render import Launch, render_all, render_children
 
     app = load(yaml.safe_load(EXAMPLE.read_text()))
-    created = {o["kind"] for o in render_all(app, "uid-1", Launch(2, 4))}
-    patched = {o["kind"] for o in render_children(app, "uid-1", Launch(2, 4))}  # the pod is never patched
+    created = {o["kind"] for o in render_all(app, "uid-1", Launch(2))}
+    patched = {o["kind"] for o in render_children(app, "uid-1", Launch(2))}  # the pod is never patched
     return created, patched
 
 

@@ -87,7 +87,7 @@ def test_the_operator_account_creates_and_patches_an_apps_objects_itself(control
     user, watched, _ = installed_rbac
     document = yaml.safe_load(EXAMPLE.read_text())
     document["metadata"]["namespace"] = watched
-    objects = render_all(load(document), str(uuid.uuid4()), Launch(2, 4))
+    objects = render_all(load(document), str(uuid.uuid4()), Launch(2))
     for obj in objects:  # no owner here: keep the garbage collector away from them during the test
         obj["metadata"].pop("ownerReferences", None)
     as_operator = (f"--as={user}",)

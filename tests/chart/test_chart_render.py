@@ -129,7 +129,7 @@ def test_driver_pods_expose_the_port_the_podmonitor_scrapes():
     from streamapp_operator.render import Launch, render_driver_pod
     from operator_rbac import EXAMPLE
 
-    pod = render_driver_pod(load(yaml.safe_load(EXAMPLE.read_text())), "uid-1", Launch(1, 1), "hash")
+    pod = render_driver_pod(load(yaml.safe_load(EXAMPLE.read_text())), "uid-1", Launch(1), "hash")
     ports = {p["name"] for c in pod["spec"]["containers"] for p in c.get("ports", [])}
     assert "metrics" in ports
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from chart_bed import ALL_ON, MONITORING_KINDS, RELEASE, by_kind, render, rule_groups
+from chart_bed import ALL_ON, MONITORING_KINDS, by_kind, render, rule_groups
 
 pytestmark = pytest.mark.integration
 MONITORING_PLURALS = {"ServiceMonitor": "servicemonitors", "PodMonitor": "podmonitors",

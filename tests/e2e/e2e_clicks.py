@@ -11,7 +11,7 @@ from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from streamapp_runtime import clickstream
+from streamapp_testbed import clickstream
 from streamapp_testbed import cluster_apps, kafka_admin
 
 REPO = Path(__file__).resolve().parents[2]

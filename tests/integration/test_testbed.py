@@ -212,3 +212,18 @@ def test_postgres_accepts_connections_and_upserts(postgres):
         for n in (1, 2):
             conn.execute("INSERT INTO smoke VALUES ('a', %s) ON CONFLICT (k) DO UPDATE SET n = excluded.n", (n,))
         assert conn.execute("SELECT k, n FROM smoke").fetchall() == [("a", 2)]
+
+
+def test_the_venv_that_make_deps_builds_has_the_streamapp_command(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    command = Path(sys.executable).parent / "streamapp"
+    assert command.exists(), f"{command}: make deps writes it"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # as from a user's shell
+    done = subprocess.run([str(command), "validate", str(repo / "examples" / "click-sessions.yaml")],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
+    assert done.returncode == 0 and "click-sessions: valid" in done.stdout, done.stdout + done.stderr

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import yaml
 
+from streamapp_api import contract
 from streamapp_testbed.paths import REPO_DIR
 from streamapp_testbed.process import ManagedProcess, free_port
 
@@ -166,9 +167,14 @@ class Cluster:
         }
         self.cp.kubectl("apply", "-f", "-", input=json.dumps(pv))
 
+    def config_spec(self, app: str) -> dict:
+        """The spec the ConfigMap gives the driver (what the operator last applied)."""
+        data = (self.get("ConfigMap", f"{app}-config") or {}).get("data") or {}
+        return yaml.safe_load(data.get("streamapp.yaml") or "{}").get("spec") or {}
+
     def config_properties(self, app: str) -> dict[str, str]:
         data = (self.get("ConfigMap", f"{app}-config") or {}).get("data") or {}
-        return dict(line.split("=", 1) for line in data.get("spark.properties", "").splitlines() if "=" in line)
+        return contract.parse_properties(data.get(contract.SPARK_PROPERTIES_FILE, ""))
 
 
 def example(name: str, namespace: str, bootstrap: str) -> dict:

@@ -25,13 +25,13 @@ def _app(bootstrap: str, topics: list[str], table: str | None = None):
     return load(doc)
 
 
-def test_partitions_are_summed_over_source_topics_and_the_largest_input_remembered(kafka):
+def test_partitions_are_summed_over_source_topics(kafka):
     a, b, t = unique("a"), unique("b"), unique("table")
     create_topic(kafka.bootstrap, a, partitions=3)
     create_topic(kafka.bootstrap, b, partitions=2)
     create_topic(kafka.bootstrap, t, partitions=8)
     seen = observe(_app(kafka.bootstrap, [a, b], table=t))
-    assert (seen.partitions, seen.largest_topic, seen.error, seen.missing_topics) == (5, 8, None, ())
+    assert (seen.partitions, seen.error, seen.missing_topics) == (5, None, ())
 
 
 def test_missing_topics_are_named(kafka):

@@ -10,8 +10,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from streamapp_operator import names
-from streamapp_runtime import http_server
-from streamapp_runtime.metrics import Metrics
+from streamapp_runtime.run import http_server
+from streamapp_runtime.run.metrics import Metrics
 from streamapp_testbed.kafka_admin import create_topic
 
 from operator_bed import simple_app, unique, wait_for
@@ -47,7 +47,9 @@ def test_operator_metrics_report_reconciles_phases_executors_and_partitions(clus
 def test_a_drivers_runtime_metrics_reach_the_apps_status(cluster, kafka):
     """kwok's fake pods have loopback addresses (streamapp_testbed.networks), so the runtime's own
     metrics endpoint can stand in for the driver at its pod address, and what the operator reads
-    from it (lag per query, the last batch) is checked where a user looks: the app's status."""
+    from it (lag per query, the last batch, the checkpoint's shuffle partitions) is checked where a
+    user looks: the app's status. The driver reports 5 shuffle partitions while the topic has 2 (a
+    checkpoint kept from an earlier life of the app): status says what the checkpoint uses."""
     topic = unique("lines")
     create_topic(kafka.bootstrap, topic, partitions=2)
     cluster.pv_for("app")
@@ -63,13 +65,27 @@ def test_a_drivers_runtime_metrics_reach_the_apps_status(cluster, kafka):
         "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(batch_time)),
         "sources": [{"endOffset": {topic: {"0": 100, "1": 50}}, "latestOffset": {topic: {"0": 1300, "1": 250}}}],
     })
+    metrics.shuffle_partitions.labels("app").set(5)
     server = http_server.serve(metrics, names.METRICS_PORT, lambda: (True, "ok"), host=ip)
+    touched = [0.0]
+
+    def reported():
+        # The operator reads a driver's metrics after a reconcile that saw it running; between full
+        # reconciles its periodic look may end at the partition counts (docs/operator.md). Touching the
+        # app every few seconds makes those reconciles come sooner; the figures still come only from
+        # the endpoint above.
+        if time.monotonic() - touched[0] > 3:
+            touched[0] = time.monotonic()
+            cluster.kubectl("annotate", "--overwrite", "sapp/app", f"test.streamapp.io/touched={int(touched[0])}")
+        s = cluster.status("app")
+        return s.get("lag") == 1400 and s.get("sinks") and s
+
     try:
-        status = wait_for("lag and the last batch in status", lambda: (
-            (s := cluster.status("app")).get("lag") == 1400 and s.get("sinks") and s), timeout=90)
+        status = wait_for("lag and the last batch in status", reported, timeout=90)
     finally:
         server.shutdown()
         server.server_close()
     assert status["sinks"] == [{"name": "counts-kafka", "lag": 1400,
                                 "lastProgressTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(batch_time))}]
     assert status["phase"] == "Running"
+    assert status["state"]["shufflePartitions"] == 5

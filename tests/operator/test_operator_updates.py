@@ -35,7 +35,7 @@ def test_incompatible_change_is_refused_then_accepted_with_a_state_reset(cluster
     assert refused["status"] == "False" and "spec.shufflePartitions" in refused["message"]
     cluster.event("app", "IncompatibleChange")
     assert cluster.driver("app")["metadata"]["uid"] == first["metadata"]["uid"], "the running driver is left alone"
-    assert cluster.config_properties("app")["spark.sql.shuffle.partitions"] == "2"
+    assert "shufflePartitions" not in cluster.config_spec("app"), "the ConfigMap keeps what was applied"
 
     _patch(cluster, {"state": {"resetNonce": "r1"}})
 
@@ -43,7 +43,7 @@ def test_incompatible_change_is_refused_then_accepted_with_a_state_reset(cluster
                       timeout=60)
     env = {e["name"]: e.get("value") for e in second["spec"]["containers"][0]["env"]}
     assert env["STREAMAPP_CHECKPOINT_DIR"] == "/var/lib/streamapp/checkpoint/gen-r1"
-    assert cluster.config_properties("app")["spark.sql.shuffle.partitions"] == "7"
+    assert cluster.config_spec("app")["shufflePartitions"] == 7
     wait_for("spec valid again", lambda: cluster.condition("app", "SpecValid").get("status") == "True")
     assert cluster.status("app")["state"]["resetNonce"] == "r1"
 

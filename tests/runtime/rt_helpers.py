@@ -9,8 +9,8 @@ from datetime import datetime, timezone
 from confluent_kafka import Consumer, Producer
 
 from streamapp_api import load
-from streamapp_runtime import runner
-from streamapp_runtime.settings import Settings
+from streamapp_runtime.run import runner
+from streamapp_runtime.run.settings import Settings
 
 
 def app(name: str, spec: dict, bootstrap: str = "kafka:9092") -> object:

@@ -136,3 +136,35 @@ def test_broker_down_mid_run_is_waited_out_and_nothing_is_lost(own_kafka, names,
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(30)
+
+
+def test_a_stop_while_waiting_for_kafka_or_a_topic_exits_0_with_one_line_per_wait(kafka, names, tmp_path):
+    """SIGTERM while the broker is unreachable, Ctrl-C (SIGINT) while a topic is missing: both end
+    cleanly, without a traceback, and the wait is one line, not librdkafka's per-connection errors;
+    nothing is left in the directory it ran in."""
+    from streamapp_testbed.process import free_port
+
+    runs = {}
+    for signum, bootstrap in ((signal.SIGTERM, f"127.0.0.1:{free_port()}"), (signal.SIGINT, kafka.bootstrap)):
+        path, log = tmp_path / f"{signum.name}.yaml", tmp_path / f"{signum.name}.log"
+        path.write_text(yaml.safe_dump(manifest(names("app"), names("missing"), names("out"))))
+        command = [sys.executable, "-m", "streamapp_api", "run", str(path), "--kafka", bootstrap,
+                   "--checkpoint", str(tmp_path / signum.name), "--metrics-port", "-1"]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(REPO / p) for p in ("crds", "apps", "testbed"))}
+        workdir = tmp_path / f"cwd-{signum.name}"
+        workdir.mkdir()
+        proc = subprocess.Popen(command, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT, cwd=workdir)
+        runs[signum] = (proc, log)
+    for signum, (proc, log) in runs.items():
+        wait_for("the wait for Kafka", lambda: "waiting for" in log.read_text(), proc, log, timeout=120)
+        time.sleep(3)  # a few seconds of waiting: librdkafka retries connections every ~100 ms meanwhile
+        proc.send_signal(signum)
+    for signum, (proc, log) in runs.items():
+        code = proc.wait(60)
+        text = log.read_text()
+        assert code == 0, f"{signum.name}: exit {code}\n{text[-3000:]}"
+        assert "Traceback" not in text and "KeyboardInterrupt" not in text, text[-3000:]
+        assert "stop requested while waiting for" in text, text[-3000:]
+        waits = [line for line in text.splitlines() if "waiting for" in line or "rdkafka" in line.lower()]
+        assert len(waits) <= 2, "\n".join(waits)
+        assert not list((tmp_path / f"cwd-{signum.name}").iterdir()), "streamapp run left files in the current directory"

@@ -11,9 +11,10 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from streamapp_api import load
-from streamapp_runtime import plan, settings
-from streamapp_runtime.metrics import Metrics, offsets_behind, progress_line
+from streamapp_api import contract, load, resolve
+from streamapp_runtime import plan
+from streamapp_runtime.run import settings
+from streamapp_runtime.run.metrics import Metrics, offsets_behind, progress_line
 
 pytestmark = pytest.mark.unit
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -35,10 +36,10 @@ def test_shuffle_partitions_are_kept_once_recorded():
 
 def test_properties_and_environment():
     text = "# operator\nspark.master=k8s://https://kubernetes.default.svc\nspark.executor.instances = 3\n\n"
-    assert settings.parse_properties(text) == {"spark.master": "k8s://https://kubernetes.default.svc",
+    assert contract.parse_properties(text) == {"spark.master": "k8s://https://kubernetes.default.svc",
                                                "spark.executor.instances": "3"}
-    with pytest.raises(settings.SettingsError, match="spark.properties:2"):
-        settings.parse_properties("a=1\n=oops\n")
+    with pytest.raises(contract.PropertiesError, match="spark.properties:2"):
+        contract.parse_properties("a=1\n=oops\n")
     env = {"STREAMAPP_KAFKA_SASL_JAAS_CONFIG": "x", "STREAMAPP_POSTGRES_PG_MAIN": "postgresql://h/db",
            "STREAMAPP_CHECKPOINT_DIR": "/ck/gen-0", "STREAMAPP_METRICS_PORT": "9191", "STREAMAPP_POD_IP": "10.0.0.7"}
     s = settings.from_environment(checkpoint=None, app_name="a", kafka=None, available_now=False, console=False,
@@ -49,7 +50,7 @@ def test_properties_and_environment():
         settings.postgres_uri(s, "other", "spec.sinks[1].postgres")
     merged = settings.merge_conf({"spark.master": "k8s://x"}, settings.spark_defaults("a", "rocksdb", env))
     assert merged["spark.master"] == "k8s://x" and merged["spark.driver.host"] == "10.0.0.7"
-    assert merged["spark.sql.streaming.stateStore.providerClass"] == settings.ROCKSDB_PROVIDER
+    assert merged["spark.sql.streaming.stateStore.providerClass"] == contract.STATE_STORE_PROVIDERS["rocksdb"]
     with pytest.raises(settings.SettingsError, match="STREAMAPP_METRICS_PORT"):
         settings.metrics_port({"STREAMAPP_METRICS_PORT": "http"})
 
@@ -69,12 +70,13 @@ def test_query_plans_of_the_examples():
         ("sessions-session-summaries", "kafka", "append"), ("sessions-session_stats", "postgres", "append"),
         ("dlq-clicks", "dlq", "append")]
     assert plans[0].checkpoint == "/ck/sessions-session-summaries"
-    assert plan.dlq_topic(clicks) == "click-sessions.dlq"
+    assert clicks.dead_letter_topic == "click-sessions.dlq"
     stocks = example("stock-stats")
-    assert plan.emit_mode(stocks, "daily-live") == "updates" and plan.emit_mode(stocks, "daily-final") == "final"
-    assert plan.emit_mode(example("word-count"), "word-counts") == "updates"
+    assert {p.reads: p.output_mode for p in plan.query_plans(stocks, "/ck") if p.kind != "dlq"} == {"daily-live": "update", "daily-final": "append"}
+    assert [p.output_mode for p in plan.query_plans(example("word-count"), "/ck")] == ["update"]
     facebook = example("not-looking-at-facebook")
-    assert plan.lineage(facebook, "notification-counts") == plan.Lineage(("ticks",), ("presence",), ("notifications", "notification-counts"))
+    lineage = resolve(facebook).lineage("notification-counts")
+    assert (lineage.sources, lineage.tables, lineage.streams) == (("ticks",), ("presence",), ("notifications", "notification-counts"))
     assert [p.kind for p in plan.query_plans(facebook, "/ck")] == ["kafka", "kafka"]  # string sources: no DLQ
     assert plan.kafka_options(clicks, "h:1", {"security.protocol": "SSL"}) == {
         "kafka.bootstrap.servers": "h:1", "kafka.security.protocol": "SSL"}
@@ -83,7 +85,7 @@ def test_query_plans_of_the_examples():
 
 def test_window_arguments():
     from streamapp_api import Window
-    from streamapp_runtime.windows import window_args
+    from streamapp_runtime.compile.steps.window_column import window_args
 
     assert window_args(Window(type="tumbling", size="1m")) == ("window", ("60 seconds",))
     assert window_args(Window(type="hopping", size="10m", advance="1m")) == ("window", ("600 seconds", "60 seconds"))
@@ -104,7 +106,7 @@ def test_postgres_statements():
 
 
 def test_accumulate_folding():
-    from streamapp_runtime.steps.accumulate import Running, fold, parse_columns, result
+    from streamapp_runtime.compile.steps.accumulate import Running, fold, parse_columns, result
 
     assert parse_columns({"t": "sum(points)", "n": "COUNT(x)"}, "p") == [Running("t", "sum", "points"), Running("n", "count", "x")]
     with pytest.raises(ValueError, match=r"p.accumulate.columns.t: 'median\(x\)'"):
@@ -119,7 +121,7 @@ def test_accumulate_folding():
 
 
 def test_stream_join_column_names():
-    from streamapp_runtime.steps.joins import renamed_columns
+    from streamapp_runtime.compile.steps.joins import renamed_columns
 
     assert renamed_columns(["search_id", "ts", "_key"], ["search_id", "url", "ts", "_offset"], ["search_id"], "clicks") == {
         "url": "url", "ts": "clicks_ts"}
@@ -137,7 +139,7 @@ PROGRESS = {
 
 
 def test_metrics_from_progress_and_the_http_endpoint():
-    from streamapp_runtime.http_server import serve
+    from streamapp_runtime.run.http_server import serve
 
     assert offsets_behind('{"t": {"0": 5}}', '{"t": {"0": 9, "1": 3}}') == {("t", 0): 4, ("t", 1): 3}
     metrics = Metrics("click-sessions", {"clickstream": "clicks"}, {"dlq-clicks": "clicks"})
@@ -169,4 +171,80 @@ def test_metrics_from_progress_and_the_http_endpoint():
         assert failed.value.code == 503 and b"not active" in failed.value.read()
     finally:
         server.shutdown()
-    assert json.dumps(metrics.totals["q"]) == json.dumps({"input": 120, "output": 12, "late": 3, "dead": 0, "batches": 1})
+    assert json.dumps(metrics.totals["q"]) == json.dumps({"input": 120, "output": 12, "late": 3, "dead": 0, "batches": 1,
+                                                          "skipped": 0})
+
+
+def test_a_postgres_sinks_rows_and_skipped_partitions_reach_metrics_and_the_progress_line():
+    from streamapp_runtime.sinks.postgres import Written, batch_summary
+
+    rows, skipped, line = batch_summary("q", 7, [Written(0, 5), Written(1, 4, skipped=True), Written(3, 2, skipped=True)])
+    assert (rows, skipped) == (5, [1, 3])
+    assert line == ("query q batch 7: 2 partition(s) (1, 3) already written by this checkpoint (a batch replayed "
+                    "after a restart): not written again")
+    assert batch_summary("q", 8, [Written(0, 5)]) == (5, [], None)
+    metrics = Metrics("app", {}, {})
+    metrics.written("q", 7, rows, len(skipped))
+    progress = {"name": "q", "batchId": 7, "numInputRows": 9, "sink": {"numOutputRows": -1}}
+    metrics.observe(progress)
+    assert "out 5 rows (2 partition(s) skipped as already written)" in progress_line(progress, 0, metrics.sink_batches["q"])
+    assert "out -" in progress_line({**progress, "batchId": 8}, 0, metrics.sink_batches["q"])  # the sink wrote nothing yet
+    labels = {"app": "app", "query": "q"}
+    assert metrics.registry.get_sample_value("streamapp_sink_partitions_skipped_total", labels) == 2
+    assert metrics.registry.get_sample_value("streamapp_output_rows_total", labels) == 5
+    assert metrics.totals["q"]["output"] == 5 and metrics.totals["q"]["skipped"] == 2
+
+
+SPARK_UNKNOWN = ("[UNRESOLVED_ROUTINE] Cannot resolve routine `cnt` on search path [`system`.`builtin`, "
+                 "`system`.`session`, `spark_catalog`.`default`]. SQLSTATE: 42883")
+
+
+def test_an_unknown_function_is_named_with_its_column_and_the_closest_spark_functions():
+    from streamapp_api.steps import Aggregate
+    from streamapp_runtime.compile.steps import refusal
+
+    agg = Aggregate.model_validate({"groupBy": ["user"], "columns": {"n": "cnt(*)", "total": "sum(amount)"}})
+    functions = ["count", "count_if", "sum", "cot", "concat"]
+    assert refusal(SPARK_UNKNOWN, "spec.streams[0].steps[2]", "aggregate", agg, functions) == (
+        "spec.streams[0].steps[2].aggregate.columns.n: cnt() is not a Spark SQL function; did you mean count(), cot() or concat()?")
+    assert refusal(SPARK_UNKNOWN, "spec.streams[0].steps[0]", "filter", "cnt(x) > 1", []) == (
+        "spec.streams[0].steps[0].filter: cnt() is not a Spark SQL function")
+    other = "[UNRESOLVED_COLUMN.WITH_SUGGESTION] A column, variable, or function parameter with name `amout` cannot be resolved."
+    assert refusal(other, "spec.streams[0].steps[0]", "filter", "amout > 1", []) == f"spec.streams[0].steps[0].filter: Spark refused it: {other}"
+
+
+def test_a_batch_whose_sources_do_not_know_the_newest_offsets_has_no_lag_rather_than_zero():
+    from streamapp_runtime.run.metrics import batch_lag
+
+    known = {"sources": [{"endOffset": {"t": {"0": 5}}, "latestOffset": {"t": {"0": 9}}},
+                         {"endOffset": {"u": {"0": 1}}, "latestOffset": {"u": {"0": 3}}}]}
+    assert batch_lag(known) == 6
+    replayed = {"sources": [{"endOffset": {"t": {"0": 5}}, "latestOffset": None}]}
+    assert batch_lag(replayed) is None
+    assert "lag" not in progress_line({"name": "q", "batchId": 3, **replayed}, batch_lag(replayed))
+    assert batch_lag({"sources": []}) == 0
+
+
+def test_checkpoint_files_take_paths_and_file_uris_and_name_what_they_cannot_read(tmp_path):
+    from streamapp_runtime.run import checkpoint_files
+
+    root = str(tmp_path / "gen-0")
+    checkpoint_files.write_text(checkpoint_files.join(root, "streamapp.json"), "{}\n")
+    assert checkpoint_files.read_text(f"file://{root}/streamapp.json") == "{}\n"
+    assert checkpoint_files.names(root) == ["streamapp.json"] and checkpoint_files.names(root + "/none") == []
+    assert checkpoint_files.read_text(root + "/missing.json") is None
+    with pytest.raises(checkpoint_files.UnsupportedLocation, match=r"'s3a://bucket/app/gen-0/commits'.*s3a:"):
+        checkpoint_files.names("s3a://bucket/app/gen-0/commits")
+
+
+@pytest.mark.parametrize("trigger, available_now, floor, expected", [
+    (None, False, 0, plan.Trigger("asap")),
+    ("5s", False, 0, plan.Trigger("interval", "5 seconds")),
+    ("5s", False, plan.DLQ_MIN_INTERVAL_S, plan.Trigger("interval", "10 seconds")),  # the dead-letter query's floor
+    ("1m", False, plan.DLQ_MIN_INTERVAL_S, plan.Trigger("interval", "60 seconds")),
+    ("1m", True, plan.DLQ_MIN_INTERVAL_S, plan.Trigger("available-now")),
+])
+def test_each_query_plan_carries_its_trigger(trigger, available_now, floor, expected):
+    clicks = example("click-sessions")
+    app = clicks.model_copy(update={"spec": clicks.spec.model_copy(update={"trigger": trigger})})
+    assert plan.trigger(app, available_now, floor) == expected

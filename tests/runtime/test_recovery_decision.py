@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streamapp_runtime import recovery
+from streamapp_runtime.run import recovery
 
 pytestmark = pytest.mark.unit
 

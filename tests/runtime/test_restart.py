@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from rt_helpers import consume
-from streamapp_runtime import clickstream
+from streamapp_testbed import clickstream
 from streamapp_testbed.kafka_admin import create_topic, produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

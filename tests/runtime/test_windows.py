@@ -148,3 +148,21 @@ def test_session_windows_merge_per_user(kafka, spark, names, tmp_path):
     want = expected_sessions(batch, gap=5)
     assert len(want) > 10
     assert rows(consume(kafka.bootstrap, out, expect=len(want)), with_end=True) == want
+
+
+def test_a_typo_in_an_aggregate_function_names_the_aggregate_step_and_the_function(spark):
+    from streamapp_runtime.compile.compiler import Compiler
+    from streamapp_runtime.compile.steps import StepError
+
+    the_app = app("typo", {
+        "sources": [{"name": "events", "topic": "t", "schema": {"user": "string", "amount": "long", "ts": "timestamp"},
+                     "eventTime": "ts", "watermark": "10s"}],
+        "streams": [{"name": "totals", "from": "events", "emit": "final",
+                     "steps": [{"filter": "amount > 0"}, {"window": {"type": "tumbling", "size": "1m"}},
+                               {"aggregate": {"groupBy": ["user"], "columns": {"n": "cnt(*)", "total": "sum(amount)"}}}]}],
+        "sinks": [{"from": "totals", "kafka": {"topic": "out"}}],
+    })
+    with pytest.raises(StepError) as refused:
+        Compiler(spark, the_app, {"kafka.bootstrap.servers": "127.0.0.1:9"}).frame("totals")
+    assert str(refused.value).startswith("spec.streams[0].steps[2].aggregate.columns.n: cnt() is not a Spark SQL function; "
+                                         "did you mean count()"), str(refused.value)

@@ -160,6 +160,7 @@ def test_aggregations_across_streams_count_per_query():
     (lambda s: s.update({"kafka": {"bootstrapServers": "k:9092", "options": {"kafka.group.id": "x"}}}),
      "spec.kafka.options[kafka.group.id]", "managed by Spark"),
     (lambda s: s.update({"sparkConf": {"executor.memory": "1g"}}), "spec.sparkConf[executor.memory]", "start with 'spark.'"),
+    (lambda s: s.update({"sparkConf": {"spark.foo": "a\nspark.master=local"}}), "spec.sparkConf[spark.foo]", "one line"),
     (lambda s: s.update({"sparkConf": {"spark.dynamicAllocation.enabled": "true"}}),
      "spec.sparkConf[spark.dynamicAllocation.enabled]", "managed by the operator"),
     (lambda s: s.update({"deadLetter": {"topic": "clicks"}}), "spec.deadLetter.topic", "also an input topic"),

@@ -1,21 +1,154 @@
-"""docs/runtime-contract.md, checked from both sides: what the operator puts in the driver pod's
-environment is what the runtime reads."""
+"""docs/runtime-contract.md, checked from both sides, one test per row: what the operator puts in the
+driver pod (rendered by its own code) is what the runtime reads (parsed by its own code). Neither
+side states a name of the contract: both take it from streamapp_api.contract."""
 
 from __future__ import annotations
 
+import argparse
+import time
+
 import pytest
 import yaml
+from prometheus_client import generate_latest
 
+from streamapp_api import contract
 from streamapp_api.document import load
+from streamapp_operator import names
+from streamapp_operator.observe.metrics import parse as operator_reads_metrics
+from streamapp_operator.render import Launch, render_all
 from streamapp_operator.render.driver import _postgres_env
-from streamapp_runtime.settings import Settings, postgres_env_uris, postgres_uri
+from streamapp_runtime import cli
+from streamapp_runtime.run.metrics import Metrics
+from streamapp_runtime.run.settings import (
+    Settings, expand_env, from_environment, merge_conf, postgres_env_uris, postgres_uri, spark_defaults,
+)
 from streamapp_testbed.paths import REPO_DIR
 
 pytestmark = pytest.mark.unit
 
 
+def _example(name: str = "click-sessions", **spec):
+    document = yaml.safe_load((REPO_DIR / "examples" / f"{name}.yaml").read_text())
+    document["spec"].update(spec)
+    return load(document)
+
+
+def _rendered(app) -> dict[str, dict]:
+    return {o["kind"]: o for o in render_all(app, "uid-1", Launch(3, "runtime:test"))}
+
+
+def _driver_env(pod: dict, value_from: dict[str, str] | None = None, secret: dict[str, str] | None = None) -> dict[str, str]:
+    """The driver's environment as the kubelet would give it: each ``value``, each ``valueFrom`` from
+    ``value_from`` (by variable name), and each key of an ``envFrom`` Secret (``secret``) with its prefix."""
+    container = pod["spec"]["containers"][0]
+    env = {e["name"]: e["value"] if "value" in e else (value_from or {}).get(e["name"], "") for e in container["env"]}
+    for source in container.get("envFrom", []):
+        env.update({source["prefix"] + key: value for key, value in (secret or {}).items()})
+    return env
+
+
+def test_the_config_map_files_are_where_the_driver_command_reads_them():
+    objects = _rendered(_example())
+    container = objects["Pod"]["spec"]["containers"][0]
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "config")
+    assert mount["mountPath"] == contract.CONFIG_DIR and mount["readOnly"] is True
+    assert set(objects["ConfigMap"]["data"]) == {contract.MANIFEST_FILE, contract.SPARK_PROPERTIES_FILE,
+                                                 contract.EXECUTOR_TEMPLATE_FILE}
+
+    assert container["command"][:2] == ["streamapp", "run"]
+    parser = argparse.ArgumentParser()
+    cli.configure(parser)
+    args = parser.parse_args(container["command"][2:])
+    assert args.file == f"{contract.CONFIG_DIR}/{contract.MANIFEST_FILE}"
+    assert args.spark_conf == f"{contract.CONFIG_DIR}/{contract.SPARK_PROPERTIES_FILE}"
+    props = contract.parse_properties(objects["ConfigMap"]["data"][contract.SPARK_PROPERTIES_FILE])
+    assert props["spark.kubernetes.executor.podTemplateFile"] == f"{contract.CONFIG_DIR}/{contract.EXECUTOR_TEMPLATE_FILE}"
+
+
+def test_the_manifest_in_the_config_map_is_the_app_the_runtime_loads(tmp_path):
+    app = _example()
+    path = tmp_path / contract.MANIFEST_FILE
+    path.write_text(_rendered(app)["ConfigMap"]["data"][contract.MANIFEST_FILE])
+    assert cli.load_app(str(path)).spec == app.spec
+
+
+def test_spark_properties_written_by_the_operator_are_applied_verbatim_by_the_runtime():
+    app = _example()
+    text = _rendered(app)["ConfigMap"]["data"][contract.SPARK_PROPERTIES_FILE]
+    given = contract.parse_properties(text)
+    assert text == contract.format_properties(given), "one codec: what is written reads back the same"
+    environ = {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443", contract.ENV_POD_IP: "10.0.0.9"}
+    conf = merge_conf(expand_env(given, environ), spark_defaults(app.metadata.name, app.spec.state.store, environ))
+    assert conf["spark.master"] == "k8s://https://10.96.0.1:443"
+    for key, value in given.items():
+        if "${env:" not in value:
+            assert conf[key] == value, f"{key}: the operator's value must win over the runtime's default"
+    # the SQL settings the app runs with are the same whether the operator or `streamapp run` chose them
+    local = spark_defaults(app.metadata.name, app.spec.state.store, {})
+    for key, value in contract.app_sql_conf(app.spec.state.store).items():
+        assert given[key] == local[key] == value
+    assert contract.SHUFFLE_PARTITIONS not in given, "the runtime decides shuffle partitions, once"
+
+
+def test_a_bad_spark_properties_line_is_named():
+    with pytest.raises(contract.PropertiesError, match=r"spark.properties:3: expected 'key=value'"):
+        contract.parse_properties("a=1\n# c\n=oops\n")
+    with pytest.raises(contract.PropertiesError):
+        contract.format_properties({"a": "two\nlines"})
+
+
+@pytest.mark.parametrize("nonce, expected", [(None, "gen-0"), ("r1", "gen-r1")])
+def test_the_checkpoint_dir_the_pod_gets_is_the_root_the_runtime_uses(nonce, expected):
+    app = _example(state={"resetNonce": nonce} if nonce else {})
+    objects = _rendered(app)
+    env = _driver_env(objects["Pod"])
+    root = from_environment(checkpoint=None, app_name=app.metadata.name, kafka=None, available_now=False,
+                            console=False, spark_conf={}, postgres={}, environ=env).checkpoint_root
+    assert root == f"{contract.CHECKPOINT_MOUNT}/{expected}"
+    mounts = {m["name"]: m["mountPath"] for m in objects["Pod"]["spec"]["containers"][0]["volumeMounts"]}
+    assert mounts[names.CHECKPOINT_VOLUME] == contract.CHECKPOINT_MOUNT
+    props = contract.parse_properties(objects["ConfigMap"]["data"][contract.SPARK_PROPERTIES_FILE])
+    volume = f"spark.kubernetes.executor.volumes.persistentVolumeClaim.{names.CHECKPOINT_VOLUME}"
+    assert props[f"{volume}.mount.path"] == contract.CHECKPOINT_MOUNT, "executors see the checkpoint where the driver does"
+    assert objects["Pod"]["metadata"]["annotations"][names.ANN_STATE_GENERATION] == expected
+
+
+def test_checkpoint_locations_join_as_uris_too():
+    assert contract.query_checkpoint("/var/lib/x/gen-0/", "counts") == "/var/lib/x/gen-0/counts"
+    assert contract.query_checkpoint(contract.checkpoint_root("s3a://bucket/apps/a", "2"), "counts") == \
+        "s3a://bucket/apps/a/gen-2/counts"
+    with pytest.raises(ValueError):
+        contract.query_checkpoint("/x", "a/b")
+
+
+def test_metrics_port_and_pod_ip_reach_the_runtime():
+    objects = _rendered(_example())
+    env = _driver_env(objects["Pod"], value_from={contract.ENV_POD_IP: "10.0.0.9"})
+    settings = from_environment(checkpoint=None, app_name="a", kafka=None, available_now=False, console=False,
+                                spark_conf={}, postgres={}, environ=env)
+    assert settings.metrics_port == contract.METRICS_PORT
+    assert spark_defaults("a", "rocksdb", env)["spark.driver.host"] == "10.0.0.9"
+    container = objects["Pod"]["spec"]["containers"][0]
+    assert {"name": "metrics", "containerPort": contract.METRICS_PORT, "protocol": "TCP"} in container["ports"]
+    assert container["readinessProbe"]["httpGet"] == {"path": contract.HEALTH_PATH, "port": "metrics"}
+    annotations = objects["Pod"]["metadata"]["annotations"]
+    assert (annotations["prometheus.io/port"], annotations["prometheus.io/path"]) == \
+        (str(contract.METRICS_PORT), contract.METRICS_PATH)
+
+
+def test_kafka_secret_keys_become_kafka_options_in_the_runtime():
+    app = _example(kafka={"bootstrapServers": "k:9092", "secretRef": {"name": "kafka-creds"}})
+    pod = _rendered(app)["Pod"]
+    assert pod["spec"]["containers"][0]["envFrom"] == [{"prefix": contract.ENV_KAFKA_PREFIX,
+                                                        "secretRef": {"name": "kafka-creds"}}]
+    env = _driver_env(pod, secret={"SASL_JAAS_CONFIG": "jaas", "SECURITY_PROTOCOL": "SASL_SSL"})
+    settings = from_environment(checkpoint=None, app_name="a", kafka=None, available_now=False, console=False,
+                                spark_conf={}, postgres={}, environ=env)
+    assert settings.kafka_env_options == {"sasl.jaas.config": "jaas", "security.protocol": "SASL_SSL"}
+
+
 def test_each_postgres_sink_uri_reaches_the_runtime_under_the_name_it_reads():
-    app = load(yaml.safe_load((REPO_DIR / "examples" / "click-sessions.yaml").read_text()))
+    app = _example()
     env = _postgres_env(app)
     # What the kubelet would resolve from the Secret: here each variable gets a distinct value.
     environ = {var["name"]: f"postgresql://from-{var['valueFrom']['secretKeyRef']['name']}" for var in env}
@@ -25,3 +158,31 @@ def test_each_postgres_sink_uri_reaches_the_runtime_under_the_name_it_reads():
         secret = sink.postgres.secret_ref
         assert {"name": secret.name, "key": secret.key} in [v["valueFrom"]["secretKeyRef"] for v in env]
         assert postgres_uri(settings, secret.name, "spec.sinks") == f"postgresql://from-{secret.name}"
+
+
+def test_the_metrics_the_runtime_serves_are_the_ones_the_operator_reads():
+    metrics = Metrics("app", {"clicks": "clicks"}, {})
+    now = time.time()
+    metrics.observe({
+        "name": "counts", "batchId": 3, "numInputRows": 10, "batchDuration": 500,
+        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(now)),
+        "sources": [{"endOffset": {"clicks": {"0": 10, "1": 20}}, "latestOffset": {"clicks": {"0": 110, "1": 25}}}],
+    })
+    metrics.shuffle_partitions.labels("app").set(6)
+    seen = operator_reads_metrics(generate_latest(metrics.registry).decode())
+    assert (seen.lag, seen.sink_lag, seen.shuffle_partitions) == (105, (("counts", 105),), 6)
+    assert seen.last_batch is not None and abs(seen.last_batch.timestamp() - int(now)) <= 1
+
+
+def test_the_dead_letter_topic_has_one_default():
+    app = _example(deadLetter={"enabled": True})
+    assert app.dead_letter_topic == f"{app.metadata.name}.dlq"
+    assert _example(deadLetter={"enabled": False}).dead_letter_topic is None
+
+
+def test_the_test_bed_sets_the_jars_variable_the_runtime_reads():
+    """The two packages may not import each other (.importlinter), so the name is checked here."""
+    from streamapp_runtime.run.session import JARS_ENV
+    from streamapp_testbed.paths import SPARK_JARS_ENV
+
+    assert SPARK_JARS_ENV == JARS_ENV

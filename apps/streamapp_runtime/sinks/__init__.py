@@ -1,1 +1,104 @@
-"""Sinks: each turns a Frame into a started streaming query."""
+"""Sinks: one writer per kind of query (``WRITERS``), each in two halves. ``frame`` builds the
+DataFrame the query writes (pure analysis: what ``streamapp run --dry-run`` checks); ``writer`` turns
+it into a DataStreamWriter, with the sink's side effects (a Postgres table created). The runner adds
+what every query has (name, output mode, checkpoint, trigger) and starts it.
+
+A new sink: a module here with its frame and writer, and a row in WRITERS.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql.streaming import DataStreamWriter
+
+from streamapp_runtime.compile.dlq import dead_letters
+from streamapp_runtime.plan import QueryPlan
+from streamapp_runtime.run.settings import postgres_uri
+from streamapp_runtime.sinks import kafka as kafka_sink
+from streamapp_runtime.sinks import postgres as pg_sink
+
+
+@dataclass(frozen=True)
+class QueryContext:
+    """What a sink writer may use: the session, the compiled app, the settings and Kafka options."""
+
+    spark: Any
+    compiler: Any  # compiler.Compiler
+    app: Any  # StreamApp
+    settings: Any  # settings.Settings
+    options: dict[str, str]
+    metrics: Any  # metrics.Metrics
+
+    def sink(self, qp: QueryPlan):
+        return self.app.spec.sinks[qp.index]
+
+
+@dataclass(frozen=True)
+class SinkWriter:
+    frame: Callable[[QueryContext, QueryPlan], DataFrame]
+    writer: Callable[[QueryContext, QueryPlan, DataFrame], DataStreamWriter]
+
+
+def _where(qp: QueryPlan) -> str:
+    return f"spec.sinks[{qp.index}]"
+
+
+def _stream(ctx: QueryContext, qp: QueryPlan) -> DataFrame:
+    return ctx.compiler.frame(qp.reads).df
+
+
+def _console_frame(ctx: QueryContext, qp: QueryPlan) -> DataFrame:
+    df = _stream(ctx, qp)
+    return df.select(*[c for c in df.columns if not c.startswith("__")])
+
+
+def _console_writer(ctx: QueryContext, qp: QueryPlan, df: DataFrame) -> DataStreamWriter:
+    return df.writeStream.format("console").option("truncate", "false").option("numRows", "50")
+
+
+def _kafka_frame(ctx: QueryContext, qp: QueryPlan) -> DataFrame:
+    df = _stream(ctx, qp)
+    return kafka_sink.kafka_rows(df, kafka_sink.key_column(df, ctx.sink(qp).kafka.key, _where(qp)))
+
+
+def _kafka_writer(ctx: QueryContext, qp: QueryPlan, df: DataFrame) -> DataStreamWriter:
+    return df.writeStream.format("kafka").options(**ctx.options).option("topic", ctx.sink(qp).kafka.topic)
+
+
+def _postgres_frame(ctx: QueryContext, qp: QueryPlan) -> DataFrame:
+    df = _stream(ctx, qp)
+    pg_sink.columns_of(df, list(ctx.sink(qp).postgres.primary_key), _where(qp))  # refuses what cannot be written
+    return df
+
+
+def _postgres_writer(ctx: QueryContext, qp: QueryPlan, df: DataFrame) -> DataStreamWriter:
+    pg, where = ctx.sink(qp).postgres, _where(qp)
+    uri = postgres_uri(ctx.settings, pg.secret_ref.name, f"{where}.postgres")
+    columns = pg_sink.columns_of(df, list(pg.primary_key), where)
+    statements = pg_sink.create_statements(pg.table, columns, list(pg.primary_key))
+    # Without createTable the user's table must exist; the ledger is ours and always made.
+    pg_sink.ensure_tables(uri, statements if pg.create_table else pg_sink.ledger_statements())
+    target = pg_sink.Target(uri, pg.table, tuple(c for c, _ in columns), tuple(t for _, t in columns),
+                            tuple(pg.primary_key), qp.name)
+    return df.writeStream.foreachBatch(pg_sink.batch_writer(target, columns, ctx.metrics.written))
+
+
+def _dlq_frame(ctx: QueryContext, qp: QueryPlan) -> DataFrame:
+    source = next(s for s in ctx.app.spec.sources if s.name == qp.reads)
+    return dead_letters(ctx.spark, source, ctx.options)
+
+
+def _dlq_writer(ctx: QueryContext, qp: QueryPlan, df: DataFrame) -> DataStreamWriter:
+    return df.writeStream.format("kafka").options(**ctx.options).option("topic", ctx.app.dead_letter_topic)
+
+
+WRITERS: dict[str, SinkWriter] = {
+    "console": SinkWriter(_console_frame, _console_writer),
+    "kafka": SinkWriter(_kafka_frame, _kafka_writer),
+    "postgres": SinkWriter(_postgres_frame, _postgres_writer),
+    "dlq": SinkWriter(_dlq_frame, _dlq_writer),
+}

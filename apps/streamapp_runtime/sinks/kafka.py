@@ -10,7 +10,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ..frame import value_columns
+from streamapp_runtime.compile.frame import value_columns
 
 # ISO-8601 UTC timestamps in sink values (the session time zone is UTC).
 OUTPUT_JSON = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSXXX", "ignoreNullFields": "false"}

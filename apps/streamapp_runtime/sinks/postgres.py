@@ -1,24 +1,33 @@
 """Postgres sink: idempotent upsert by primary key inside foreachBatch, exactly-once in effect.
 
 Every partition of a micro-batch is written in one transaction that first records
-(query, batch id, partition) in ``streamapp_batches``; when that row already exists the partition was
-written before (a batch replayed after a crash) and nothing is written twice. Output partitions are
-deterministic for a replayed batch: stateful results are hash-partitioned by the fixed shuffle
-partitions, stateless ones follow the Kafka partitions and offsets the batch recorded.
+(query, checkpoint id, batch id, partition) in ``streamapp_batches``; when that row already exists the
+partition was written before (a batch replayed after a crash) and nothing is written twice. Output
+partitions are deterministic for a replayed batch: stateful results are hash-partitioned by the fixed
+shuffle partitions, stateless ones follow the Kafka partitions and offsets the batch recorded.
+
+The checkpoint id is Spark's query id, which the checkpoint keeps for its whole life: batch numbers
+start at 0 again in a new checkpoint (a state reset, a checkpoint deleted by hand, a second app on the
+same table), so a batch id alone would make the new run's batches look written and skip them all.
+Skipped partitions are logged and counted, never silent.
 """
 
 from __future__ import annotations
 
 import re
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..frame import value_columns
+from streamapp_runtime import spark_compat
+from streamapp_runtime.compile.frame import value_columns
 
 BATCHES = "streamapp_batches"
+log = logging.getLogger("streamapp.runtime")
 
 
 @dataclass(frozen=True)
@@ -58,10 +67,22 @@ def create_statements(table: str, columns: list[tuple[str, str]], primary_key: l
     cols = ", ".join(f"{quote(c)} {t}" + (" NOT NULL" if c in primary_key else "") for c, t in columns)
     pk = ", ".join(quote(c) for c in primary_key)
     statements.append(f"CREATE TABLE IF NOT EXISTS {quote(table)} ({cols}, PRIMARY KEY ({pk}))")
-    statements.append(f"CREATE TABLE IF NOT EXISTS {BATCHES} (query text NOT NULL, batch_id bigint NOT NULL, "
-                      "partition integer NOT NULL, rows integer NOT NULL, written_at timestamptz NOT NULL DEFAULT now(), "
-                      "PRIMARY KEY (query, batch_id, partition))")
-    return statements
+    return statements + ledger_statements()
+
+
+def ledger_statements() -> list[str]:
+    """DDL of the batch ledger, and the migration of a ledger that 0.1 keyed without the checkpoint
+    (its rows keep checkpoint_id '', which no checkpoint has: at most one batch is written again). Pure."""
+    return [
+        f"CREATE TABLE IF NOT EXISTS {BATCHES} (query text NOT NULL, checkpoint_id text NOT NULL, "
+        "batch_id bigint NOT NULL, partition integer NOT NULL, rows integer NOT NULL, "
+        "written_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (query, checkpoint_id, batch_id, partition))",
+        f"ALTER TABLE {BATCHES} ADD COLUMN IF NOT EXISTS checkpoint_id text NOT NULL DEFAULT ''",
+        "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
+        f"AND a.attnum = ANY(i.indkey) WHERE i.indrelid = '{BATCHES}'::regclass AND i.indisprimary "
+        f"AND a.attname = 'checkpoint_id') THEN ALTER TABLE {BATCHES} DROP CONSTRAINT {BATCHES}_pkey, "
+        "ADD PRIMARY KEY (query, checkpoint_id, batch_id, partition); END IF; END $$",
+    ]
 
 
 def upsert_statement(target: Target) -> str:
@@ -124,31 +145,60 @@ def ensure_tables(uri: str, statements: list[str]) -> None:
             conn.execute("SELECT pg_advisory_unlock(72231)")
 
 
-def write_partition(target: Target, batch_id: int, rows) -> None:
+@dataclass(frozen=True)
+class Written:
+    """What one partition of a batch did: rows upserted, or skipped as written before."""
+
+    partition: int
+    rows: int
+    skipped: bool = False
+
+
+def write_partition(target: Target, checkpoint_id: str, batch_id: int, partition: int, rows) -> list[Written]:
     """Runs on an executor: one transaction per partition, skipped when already recorded."""
     import psycopg
-    from pyspark import TaskContext
 
     data = [tuple(row[c] for c in target.columns) for row in rows]
     if not data:
-        return
-    partition = TaskContext.get().partitionId()
+        return []
     key_positions = [target.columns.index(c) for c in target.primary_key]
     data = last_per_key(data, key_positions)
     with psycopg.connect(target.uri) as conn:
         with conn.transaction():
             recorded = conn.execute(
-                f"INSERT INTO {BATCHES} (query, batch_id, partition, rows) VALUES (%s, %s, %s, %s) "
-                "ON CONFLICT DO NOTHING RETURNING 1", (target.query, batch_id, partition, len(data))).fetchone()
-            if recorded is None:
-                return  # this partition of this batch was committed before: a replay writes nothing
+                f"INSERT INTO {BATCHES} (query, checkpoint_id, batch_id, partition, rows) VALUES (%s, %s, %s, %s, %s) "
+                "ON CONFLICT DO NOTHING RETURNING 1",
+                (target.query, checkpoint_id, batch_id, partition, len(data))).fetchone()
+            if recorded is None:  # this partition of this batch was committed before: a replay writes nothing
+                return [Written(partition, len(data), skipped=True)]
             with conn.cursor() as cur:
                 cur.executemany(upsert_statement(target), data)
+    return [Written(partition, len(data))]
 
 
-def batch_writer(target: Target, columns: list[tuple[str, str]]):
+def batch_summary(query: str, batch_id: int, written: list[Written]) -> tuple[int, list[int], str | None]:
+    """(rows upserted, partitions skipped, the line to log when any was skipped). Pure."""
+    rows = sum(w.rows for w in written if not w.skipped)
+    skipped = sorted(w.partition for w in written if w.skipped)
+    if not skipped:
+        return rows, skipped, None
+    return rows, skipped, (f"query {query} batch {batch_id}: {len(skipped)} partition(s) ({', '.join(map(str, skipped))}) "
+                           f"already written by this checkpoint (a batch replayed after a restart): not written again")
+
+
+def batch_writer(target: Target, columns: list[tuple[str, str]],
+                 on_written: Callable[[str, int, int, int], None] = lambda *_: None):
+    """foreachBatch function; ``on_written(query, batch id, rows upserted, partitions skipped)``."""
     def write(df: DataFrame, batch_id: int) -> None:
+        checkpoint_id = spark_compat.query_id(df)
+        if not checkpoint_id:  # without it the ledger cannot tell this checkpoint's batches from another's
+            raise RuntimeError(f"query {target.query}: Spark did not give the query id to foreachBatch")
         prepared = prepare(df, columns)
-        prepared.foreachPartition(lambda rows: write_partition(target, batch_id, rows))
+        written = prepared.rdd.mapPartitionsWithIndex(
+            lambda partition, rows: write_partition(target, checkpoint_id, batch_id, partition, rows)).collect()
+        rows, skipped, line = batch_summary(target.query, batch_id, written)
+        if line:
+            log.warning(line)
+        on_written(target.query, batch_id, rows, len(skipped))
 
     return write

@@ -25,7 +25,7 @@ class Acted:
     done: list[str] = field(default_factory=list)  # a short log of what was done (for events and tests)
     written: dict[str, dict] | None = None  # "Kind/name" -> each child as created or patched; None: one was there already
     driver_pod: dict | None = None  # the driver pod as created
-    stale: bool = False  # a create found its object there, or a patch found it gone: what was read is old
+    stale: bool = False  # a create found its object there: what was read is old
 
 
 def execute(kube: Kube, obs: Observed, plan: Plan) -> Acted:

@@ -1,43 +1,22 @@
 """Classify a spec change against the spec the running driver was started with.
 
-Kinds, least to most disruptive: ignore (no effect on the running app), rescale (executor count
-only), restart (compatible with the checkpoint: graceful restart), reset (state.resetNonce changed:
-fresh checkpoint path, old one kept), incompatible (the checkpoint's state cannot be reused; refused
-unless a reset is asked for). The declaration of which field is what lives in the tables below.
+What a change of each field does is declared on the field, in the API models (see
+streamapp_api.changes for the kinds and the declarations). This module walks the models' fields and
+applies those declarations to two specs; the most disruptive change wins. A state reset makes
+incompatible changes acceptable (they become resets), except those declared reset-proof.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+
+from pydantic import BaseModel
 
 from streamapp_api import StreamAppSpec
-from streamapp_api.steps import STATEFUL_STEPS
+from streamapp_api.changes import KINDS, ByField, ByItem, BySteps, ChangeClass, Kind, alias, declaration, model_in
 
-Kind = Literal["ignore", "rescale", "restart", "reset", "incompatible"]
-_RANK = {"ignore": 0, "rescale": 1, "restart": 2, "reset": 3, "incompatible": 4}
-# Steps whose change alters the state in the checkpoint (keys, aggregations, windows, joins).
-STATE_STEPS = (*STATEFUL_STEPS, "window", "keyBy", "sql")
-
-TOP_LEVEL: dict[str, Kind] = {
-    "suspend": "ignore",  # suspend/resume is decided on its own
-    "restartPolicy": "ignore",
-    "executors": "rescale",
-    "scaling": "rescale",
-    "shufflePartitions": "incompatible",
-}
-STATE: dict[str, Kind] = {"retainOnDelete": "ignore", "resetNonce": "reset", "store": "incompatible"}
-CHECKPOINT: dict[str, Kind] = {"size": "ignore", "storageClassName": "incompatible", "accessModes": "incompatible"}
-SOURCE_STATE_FIELDS = ("topic", "topics", "eventTime")
-TABLE_STATE_FIELDS = ("topic", "key")
-# Not even a state reset helps: a claim's class and access modes are immutable.
-RESET_PROOF = {"spec.state.checkpoint.storageClassName", "spec.state.checkpoint.accessModes"}
-WHY = {
-    "shufflePartitions": "the checkpoint's state is partitioned by it",
-    "store": "the checkpoint's state was written by the other state store provider",
-    "storageClassName": "a PersistentVolumeClaim's storage class cannot change; delete the app with retainOnDelete: false",
-    "accessModes": "a PersistentVolumeClaim's access modes cannot change; delete the app with retainOnDelete: false",
-}
+_RANK = {kind: rank for rank, kind in enumerate(KINDS)}
 
 
 @dataclass(frozen=True)
@@ -45,110 +24,105 @@ class Change:
     kind: Kind
     field: str | None = None
     reason: str = ""
+    reset_proof: bool = False  # stays incompatible even when a state reset is asked for
 
 
 def classify_change(old: StreamAppSpec, new: StreamAppSpec) -> Change:
     """The most disruptive change between two specs (with the field that causes it)."""
-    changes = list(_changes(old.to_dict(), new.to_dict()))
-    reset = any(c.kind == "reset" for c in changes)
-    if reset:
-        changes = [c if c.kind != "incompatible" or c.field in RESET_PROOF else Change("reset", c.field, c.reason)
+    changes = list(_fields(StreamAppSpec, old.to_dict(), new.to_dict(), "spec", _path_changed))
+    if any(c.kind == "reset" for c in changes):
+        changes = [Change("reset", c.field, c.reason) if c.kind == "incompatible" and not c.reset_proof else c
                    for c in changes]
     if not changes:
         return Change("ignore")
-    return max(changes, key=lambda c: _RANK[c.kind])
+    return max(changes, key=lambda c: _RANK[c.kind])  # the first of equally disruptive ones
 
 
-def _changes(old: dict, new: dict):
-    for key in sorted(set(old) | set(new)):
+# The reason given for a changed field that declares none: (its path, its camelCase name) -> reason.
+DefaultWhy = Callable[[str, str], str]
+
+
+def _path_changed(path: str, _name: str) -> str:
+    return f"{path} changed"
+
+
+def _name_changed(_path: str, name: str) -> str:
+    return f"{name} changed"
+
+
+def _comparison_order(name: str) -> tuple[bool, str]:
+    # camelCase names in order, but an item's input ('from') first: the first of equally disruptive
+    # changes is the one named, and a new input explains the rest.
+    return name != "from", name
+
+
+def _fields(model: type[BaseModel], old: dict, new: dict, path: str, default_why: DefaultWhy,
+            skip: frozenset[str] = frozenset()) -> Iterator[Change]:
+    """The changes of the model's fields (as the spec's dicts hold them), each by its declaration."""
+    fields = {alias(name, field): field for name, field in model.model_fields.items()}
+    for key in sorted(set(fields) - skip, key=_comparison_order):
         a, b = old.get(key), new.get(key)
         if a == b:
             continue
-        if key == "state":
-            yield from _state(a or {}, b or {})
-        elif key == "sources":
-            yield from _named(a or [], b or [], "spec.sources", SOURCE_STATE_FIELDS, "the checkpoint records offsets per topic and state per event time")
-        elif key == "tables":
-            yield from _named(a or [], b or [], "spec.tables", TABLE_STATE_FIELDS, "the join state is keyed by the table's topic and key")
-        elif key == "streams":
-            yield from _streams(a or [], b or [])
-        elif key == "sinks":
-            yield from _sinks(a or [], b or [])
-        else:
-            kind = TOP_LEVEL.get(key, "restart")
-            yield Change(kind, f"spec.{key}", WHY.get(key, f"spec.{key} changed"))
+        where, field = f"{path}.{key}", fields[key]
+        declared = declaration(field)
+        if isinstance(declared, ChangeClass):
+            yield Change(declared.kind, where, declared.why or default_why(where, key), declared.reset_proof)
+        elif isinstance(declared, ByField):
+            nested_why = (lambda _p, _n: declared.why) if declared.why else _path_changed
+            yield from _fields(model_in(field), a or {}, b or {}, where, nested_why)
+        elif isinstance(declared, ByItem):
+            yield from _items(declared, model_in(field), a or [], b or [], where)
+        elif isinstance(declared, BySteps):
+            yield from _steps(declared, model_in(field), a or [], b or [], where)
+        else:  # tests/unit/test_api_changes.py keeps this from happening
+            raise TypeError(f"{where} declares no change class (see streamapp_api.changes)")
 
 
-def _state(old: dict, new: dict):
-    for key in sorted(set(old) | set(new)):
-        if old.get(key) == new.get(key):
+def _items(items: ByItem, model: type[BaseModel], old: list[dict], new: list[dict], path: str) -> Iterator[Change]:
+    """Pair old and new items, then compare each pair field by field; a pair is named by its new index."""
+    before, after = _paired(items.match, old), _paired(items.match, new)
+    rest = frozenset(alias(n, f) for n, f in model.model_fields.items() if declaration(f) is None) \
+        if items.rest is not None else frozenset()
+    skip = (rest | {"name"}) if items.match == "name" else rest  # paired by name: the name never differs
+    for key in sorted(set(before) | set(after)):
+        if key not in before or key not in after:
+            yield Change("restart", f"{path}[{key}]", items.added_or_removed)
             continue
-        if key == "checkpoint":
-            a, b = old.get(key) or {}, new.get(key) or {}
-            for sub in sorted(set(a) | set(b)):
-                if a.get(sub) != b.get(sub):
-                    kind = CHECKPOINT.get(sub, "restart")
-                    yield Change(kind, f"spec.state.checkpoint.{sub}", WHY.get(sub, "checkpoint settings changed"))
-        else:
-            kind = STATE.get(key, "restart")
-            yield Change(kind, f"spec.state.{key}", WHY.get(key, f"spec.state.{key} changed"))
+        (_, a), (i, b) = before[key], after[key]
+        where = f"{path}[{i}]"
+        yield from _fields(model, a, b, where, _name_changed, skip)
+        if items.rest is not None and any(a.get(k) != b.get(k) for k in rest):
+            yield Change(items.rest.kind, where, items.rest.why, items.rest.reset_proof)
 
 
-def _index(items: list[dict], key: str = "name") -> dict[str, tuple[int, dict]]:
-    return {item.get(key): (i, item) for i, item in enumerate(items)}
+def _paired(match: str, items: list[dict]) -> dict[str, tuple[int, dict]]:
+    return {_pairing_key(match, item): (i, item) for i, item in enumerate(items)}
 
 
-def _named(old: list[dict], new: list[dict], path: str, state_fields: tuple[str, ...], why: str):
-    before, after = _index(old), _index(new)
-    for name in sorted(set(before) | set(after)):
-        if name not in before or name not in after:
-            yield Change("restart", f"{path}[{name}]", "added or removed")
-            continue
-        (_, a), (i, b) = before[name], after[name]
-        for field in sorted(set(a) | set(b)):
-            if a.get(field) != b.get(field):
-                kind: Kind = "incompatible" if field in state_fields else "restart"
-                yield Change(kind, f"{path}[{i}].{field}", why if kind == "incompatible" else f"{field} changed")
+def _pairing_key(match: str, item: dict) -> str:
+    if match == "name" or item.get("name"):
+        return item.get("name")
+    # a sink without a name: its query is named after its input and its target
+    target = (item.get("kafka") or {}).get("topic") or (item.get("postgres") or {}).get("table")
+    return f"{item.get('from')}-{target}"
 
 
-def _state_steps(steps: list[dict]) -> list[Any]:
-    return [step for step in steps if next(iter(step), None) in STATE_STEPS]
+def _steps(steps: BySteps, model: type[BaseModel], old: list[dict], new: list[dict], path: str) -> Iterator[Change]:
+    """Changed steps: those more disruptive than ``steps.otherwise`` compared as a sequence of their own."""
+    classes = {alias(n, f): declaration(f) for n, f in model.model_fields.items()}
+
+    def more_disruptive(items: list[dict]) -> list[dict]:
+        return [s for s in items if _RANK[_class_of(classes, s).kind] > _RANK[steps.otherwise.kind]]
+
+    a, b = more_disruptive(old), more_disruptive(new)
+    if a != b:
+        declared = max((_class_of(classes, s) for s in (*a, *b)), key=lambda c: _RANK[c.kind])
+        yield Change(declared.kind, path, declared.why, declared.reset_proof)
+    else:
+        yield Change(steps.otherwise.kind, path, steps.otherwise.why, steps.otherwise.reset_proof)
 
 
-def _streams(old: list[dict], new: list[dict]):
-    before, after = _index(old), _index(new)
-    for name in sorted(set(before) | set(after)):
-        if name not in before or name not in after:
-            yield Change("restart", f"spec.streams[{name}]", "stream added or removed")
-            continue
-        (_, a), (i, b) = before[name], after[name]
-        path = f"spec.streams[{i}]"
-        if a.get("from") != b.get("from"):
-            yield Change("incompatible", f"{path}.from", "the stream's state was built from another input")
-        if a.get("emit") != b.get("emit"):
-            yield Change("incompatible", f"{path}.emit", "the output mode of a stateful query cannot change")
-        if _state_steps(a.get("steps", [])) != _state_steps(b.get("steps", [])):
-            yield Change("incompatible", f"{path}.steps",
-                         "keys, windows, aggregations, joins or dedupes changed: the checkpoint's state no longer fits")
-        elif a.get("steps") != b.get("steps"):
-            yield Change("restart", f"{path}.steps", "stateless steps changed")
-
-
-def _sinks(old: list[dict], new: list[dict]):
-    def query(sink: dict) -> str:
-        if sink.get("name"):
-            return sink["name"]
-        target = (sink.get("kafka") or {}).get("topic") or (sink.get("postgres") or {}).get("table")
-        return f"{sink.get('from')}-{target}"
-
-    before = {query(s): (i, s) for i, s in enumerate(old)}
-    after = {query(s): (i, s) for i, s in enumerate(new)}
-    for name in sorted(set(before) | set(after)):
-        if name not in before or name not in after:
-            yield Change("restart", f"spec.sinks[{name}]", "sink added or removed")
-            continue
-        (_, a), (i, b) = before[name], after[name]
-        if a.get("from") != b.get("from"):
-            yield Change("incompatible", f"spec.sinks[{i}].from", "the sink's query state was built from another input")
-        elif a != b:
-            yield Change("restart", f"spec.sinks[{i}]", "sink settings changed")
+def _class_of(classes: dict, step: dict) -> ChangeClass:
+    declared = classes.get(next(iter(step), None))  # a step is a mapping with one key: its kind
+    return declared if isinstance(declared, ChangeClass) else ChangeClass("ignore")  # not a step kind: weighs nothing

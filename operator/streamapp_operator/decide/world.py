@@ -18,7 +18,6 @@ class Applied:
 
     spec: StreamAppSpec | None
     executors: int | None
-    shuffle_partitions: int | None
 
 
 @dataclass(frozen=True)
@@ -36,7 +35,6 @@ class Driver:
 @dataclass(frozen=True)
 class Kafka:
     partitions: int | None = None  # summed over source topics
-    largest_topic: int | None = None  # most partitions of any input topic (shuffle default)
     error: str | None = None
     missing_topics: tuple[str, ...] = ()
 
@@ -47,6 +45,7 @@ class Progress:
     last_batch: datetime | None = None
     sink_lag: tuple[tuple[str, int], ...] = ()
     sink_last_batch: tuple[tuple[str, datetime], ...] = ()
+    shuffle_partitions: int | None = None  # what the driver's checkpoint uses (the runtime decides it)
 
 
 @dataclass(frozen=True)

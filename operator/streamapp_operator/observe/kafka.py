@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from streamapp_api import StreamApp
+from streamapp_api import StreamApp, contract
 
 from ..decide.world import Kafka
 
@@ -27,7 +27,7 @@ IDLE = 600.0  # a cluster no app has asked about for this long loses its client
 def client_conf(bootstrap: str, options: dict[str, str] | None, timeout: float) -> dict:
     conf = {"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout * 1000),
             "socket.connection.setup.timeout.ms": int(timeout * 1000), "log_level": 3}
-    conf.update({k: v for k, v in (options or {}).items() if k.startswith(("security.", "sasl.", "ssl."))})
+    conf.update(contract.admin_client_options(options or {}))
     return conf
 
 
@@ -121,7 +121,6 @@ class Probe:
             return Kafka(error=f"Kafka at {self.bootstrap} unreachable: {exc}")
         return Kafka(
             partitions=sum(counts.get(t, 0) for t in dict.fromkeys(self.sources)),
-            largest_topic=max((counts.get(t, 0) for t in inputs), default=0) or None,
             missing_topics=tuple(sorted({t for t in inputs if t not in counts})),
         )
 

@@ -10,7 +10,7 @@ from functools import partial
 import yaml
 from pydantic import ValidationError
 
-from streamapp_api import StreamApp, parse
+from streamapp_api import StreamApp, contract, parse
 
 from .. import names
 from ..decide.children import MUTABLE
@@ -18,7 +18,6 @@ from ..decide.restarts import PodObservation
 from ..decide.status import parse_time
 from ..decide.world import Applied, Driver
 from ..kubeapi import Kube
-from ..render.config import parse_properties
 
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's when built with it: the same objects, faster
 CHILD_KINDS = (
@@ -71,10 +70,13 @@ def applied(config_map: dict | None) -> Applied | None:
         return None
     data = config_map.get("data") or {}
     try:
-        spec = StreamApp.model_validate(yaml.load(data.get("streamapp.yaml", ""), Loader=SAFE_LOADER)).spec
+        spec = StreamApp.model_validate(yaml.load(data.get(contract.MANIFEST_FILE, ""), Loader=SAFE_LOADER)).spec
     except (ValidationError, yaml.YAMLError, TypeError):
         spec = None
-    props = parse_properties(data.get("spark.properties", ""))
+    try:
+        props = contract.parse_properties(data.get(contract.SPARK_PROPERTIES_FILE, ""))
+    except contract.PropertiesError:
+        props = {}  # written by us, so only a hand edit gets here: treat as not recorded
 
     def number(key: str) -> int | None:
         try:
@@ -82,7 +84,7 @@ def applied(config_map: dict | None) -> Applied | None:
         except (KeyError, ValueError):
             return None
 
-    return Applied(spec, number("spark.executor.instances"), number("spark.sql.shuffle.partitions"))
+    return Applied(spec, number("spark.executor.instances"))
 
 
 def pod_observation(pod: dict | None) -> PodObservation:

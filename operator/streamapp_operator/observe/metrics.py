@@ -17,6 +17,8 @@ from datetime import datetime, timezone
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from streamapp_api import contract
+
 from .. import names
 from ..decide.world import Progress
 
@@ -28,13 +30,16 @@ MAX_BYTES = 4 << 20
 def parse(text: str) -> Progress:
     lag_by_query: dict[str, int] = {}
     batch_by_query: dict[str, float] = {}
+    shuffle_partitions: int | None = None
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             query = sample.labels.get("query", "")
-            if sample.name == "streamapp_source_lag_records":
+            if sample.name == contract.METRIC_SOURCE_LAG:
                 lag_by_query[query] = lag_by_query.get(query, 0) + int(sample.value)
-            elif sample.name == "streamapp_last_batch_timestamp_seconds" and sample.value > 0:
+            elif sample.name == contract.METRIC_LAST_BATCH and sample.value > 0:
                 batch_by_query[query] = max(batch_by_query.get(query, 0.0), sample.value)
+            elif sample.name == contract.METRIC_SHUFFLE_PARTITIONS and sample.value > 0:
+                shuffle_partitions = int(sample.value)
 
     def moment(seconds: float | None) -> datetime | None:
         return datetime.fromtimestamp(seconds, timezone.utc) if seconds else None
@@ -44,6 +49,7 @@ def parse(text: str) -> Progress:
         last_batch=moment(max(batch_by_query.values(), default=None)),
         sink_lag=tuple(sorted(lag_by_query.items())),
         sink_last_batch=tuple(sorted((q, moment(t)) for q, t in batch_by_query.items())),
+        shuffle_partitions=shuffle_partitions,
     )
 
 
@@ -51,7 +57,7 @@ def observe(pod_ip: str | None, timeout: float = TIMEOUT, port: int = names.METR
     """One blocking read (for tools and tests; the operator uses ``ProgressCache``)."""
     if not pod_ip:
         return Progress()
-    url = f"http://{pod_ip}:{port}/metrics"
+    url = f"http://{pod_ip}:{port}{contract.METRICS_PATH}"
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # pod IPs never go through a proxy
     try:
         with opener.open(url, timeout=timeout) as response:
@@ -66,7 +72,7 @@ async def scrape(pod_ip: str, port: int = names.METRICS_PORT, timeout: float = T
     async def read() -> bytes:
         reader, writer = await asyncio.open_connection(pod_ip, port)
         try:
-            writer.write(f"GET /metrics HTTP/1.0\r\nHost: {pod_ip}:{port}\r\nAccept: text/plain\r\n\r\n".encode())
+            writer.write(f"GET {contract.METRICS_PATH} HTTP/1.0\r\nHost: {pod_ip}:{port}\r\nAccept: text/plain\r\n\r\n".encode())
             await writer.drain()
             return await _read_all(reader)
         finally:

@@ -31,7 +31,6 @@ class Launch:
     """The operator's decisions a driver is started with (everything else comes from the spec)."""
 
     executors: int
-    shuffle_partitions: int
     default_image: str = names.DEFAULT_RUNTIME_IMAGE
 
 

@@ -12,16 +12,12 @@ import json
 
 import yaml
 
-from streamapp_api import StreamApp, spark_memory
+from streamapp_api import StreamApp, contract, spark_memory
 
 from .. import names
 from .common import CONTAINER_SECURITY, POD_SECURITY, Launch, image_of, metadata, namespace_of
 
-STATE_STORE_PROVIDERS = {
-    "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
-    "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
-}
-EXECUTOR_TEMPLATE = "executor-template.yaml"
+EXECUTOR_TEMPLATE = contract.EXECUTOR_TEMPLATE_FILE
 _VOLUME = f"spark.kubernetes.executor.volumes.persistentVolumeClaim.{names.CHECKPOINT_VOLUME}"
 
 
@@ -61,8 +57,7 @@ def spark_properties(app: StreamApp, launch: Launch) -> dict[str, str]:
         f"{_VOLUME}.mount.readOnly": "false",
         "spark.kubernetes.executor.podTemplateFile": f"{names.CONFIG_DIR}/{EXECUTOR_TEMPLATE}",
         "spark.kubernetes.executor.podTemplateContainerName": "executor",
-        "spark.sql.shuffle.partitions": str(launch.shuffle_partitions),
-        "spark.sql.streaming.stateStore.providerClass": STATE_STORE_PROVIDERS[spec.state.store],
+        **contract.app_sql_conf(spec.state.store),
     }
     if spec.image_pull_policy:
         props["spark.kubernetes.container.image.pullPolicy"] = spec.image_pull_policy
@@ -73,20 +68,6 @@ def spark_properties(app: StreamApp, launch: Launch) -> dict[str, str]:
     for key, value in (spec.spark_conf or {}).items():
         props.setdefault(key, value)  # the validator refuses managed keys; never let one win anyway
     return dict(sorted(props.items()))
-
-
-def properties_text(props: dict[str, str]) -> str:
-    return "".join(f"{key}={value}\n" for key, value in props.items())
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    props = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if line and not line.startswith("#") and "=" in line:
-            key, value = line.split("=", 1)
-            props[key.strip()] = value.strip()
-    return props
 
 
 def executor_template(app: StreamApp) -> dict:
@@ -117,8 +98,8 @@ def render_config_map(app: StreamApp, uid: str, launch: Launch) -> dict:
         "kind": "ConfigMap",
         "metadata": metadata(app, uid, names.config_map(app.metadata.name), "config"),
         "data": {
-            "streamapp.yaml": yaml.safe_dump(manifest(app), sort_keys=False, default_flow_style=False),
-            "spark.properties": properties_text(spark_properties(app, launch)),
+            contract.MANIFEST_FILE: yaml.safe_dump(manifest(app), sort_keys=False, default_flow_style=False),
+            contract.SPARK_PROPERTIES_FILE: contract.format_properties(spark_properties(app, launch)),
             EXECUTOR_TEMPLATE: yaml.safe_dump(executor_template(app), sort_keys=False, default_flow_style=False),
         },
     }

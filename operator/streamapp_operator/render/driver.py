@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import copy
 
-from streamapp_api import StreamApp, spark_memory_mib
-from streamapp_api.sinks import postgres_uri_env
+from streamapp_api import StreamApp, contract, spark_memory_mib
 
 from .. import names
 from .common import CONTAINER_SECURITY, POD_SECURITY, Launch, image_of, metadata
@@ -24,9 +23,9 @@ def pod_memory_mib(memory: str, overhead: str | None) -> int:
 
 def _env(app: StreamApp) -> list[dict]:
     return [
-        {"name": "STREAMAPP_CHECKPOINT_DIR", "value": names.checkpoint_dir(app.spec.state.reset_nonce)},
-        {"name": "STREAMAPP_METRICS_PORT", "value": str(names.METRICS_PORT)},
-        {"name": "STREAMAPP_POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        {"name": contract.ENV_CHECKPOINT_DIR, "value": names.checkpoint_dir(app.spec.state.reset_nonce)},
+        {"name": contract.ENV_METRICS_PORT, "value": str(names.METRICS_PORT)},
+        {"name": contract.ENV_POD_IP, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         {"name": "SPARK_LOCAL_DIRS", "value": names.SPARK_LOCAL_DIR},
         {"name": "HOME", "value": "/tmp"},
         *_postgres_env(app),
@@ -37,7 +36,7 @@ def _postgres_env(app: StreamApp) -> list[dict]:
     """Each Postgres sink's connection URI, from its Secret, under the name the runtime reads."""
     refs = {(s.postgres.secret_ref.name, s.postgres.secret_ref.key) for s in app.spec.sinks if s.postgres}
     return [
-        {"name": postgres_uri_env(name), "valueFrom": {"secretKeyRef": {"name": name, "key": key}}}
+        {"name": contract.postgres_uri_env(name), "valueFrom": {"secretKeyRef": {"name": name, "key": key}}}
         for name, key in sorted(refs)
     ]
 
@@ -48,8 +47,8 @@ def _container(app: StreamApp, launch: Launch) -> dict:
     container = {
         "name": "driver",
         "image": image_of(app, launch),
-        "command": ["streamapp", "run", f"{names.CONFIG_DIR}/streamapp.yaml",
-                    "--spark-conf", f"{names.CONFIG_DIR}/spark.properties"],
+        "command": ["streamapp", "run", f"{names.CONFIG_DIR}/{contract.MANIFEST_FILE}",
+                    "--spark-conf", f"{names.CONFIG_DIR}/{contract.SPARK_PROPERTIES_FILE}"],
         "env": _env(app),
         "ports": [
             {"name": "driver-rpc", "containerPort": names.DRIVER_PORT, "protocol": "TCP"},
@@ -61,7 +60,7 @@ def _container(app: StreamApp, launch: Launch) -> dict:
             "limits": {"memory": memory},
         },
         "readinessProbe": {
-            "httpGet": {"path": "/healthz", "port": "metrics"},
+            "httpGet": {"path": contract.HEALTH_PATH, "port": "metrics"},
             "periodSeconds": 10,
             "failureThreshold": 3,
         },
@@ -76,7 +75,7 @@ def _container(app: StreamApp, launch: Launch) -> dict:
     if spec.image_pull_policy:
         container["imagePullPolicy"] = spec.image_pull_policy
     if spec.kafka.secret_ref is not None:
-        container["envFrom"] = [{"prefix": "STREAMAPP_KAFKA_", "secretRef": {"name": spec.kafka.secret_ref.name}}]
+        container["envFrom"] = [{"prefix": contract.ENV_KAFKA_PREFIX, "secretRef": {"name": spec.kafka.secret_ref.name}}]
     return container
 
 
@@ -85,7 +84,7 @@ def render_driver_pod(app: StreamApp, uid: str, launch: Launch, config_hash: str
     annotations = {
         "prometheus.io/scrape": "true",
         "prometheus.io/port": str(names.METRICS_PORT),
-        "prometheus.io/path": "/metrics",
+        "prometheus.io/path": contract.METRICS_PATH,
         names.ANN_EXECUTORS: str(launch.executors),
         names.ANN_STATE_GENERATION: names.state_generation(app.spec.state.reset_nonce),
         names.ANN_CONFIG_HASH: config_hash,

@@ -147,7 +147,7 @@ def test_remembered_children_converge_exactly_like_the_objects_they_stand_for():
     from streamapp_operator.observe.kube import remembered
     from streamapp_operator.render import Launch, render_children
 
-    rendered = render_children(example("click-sessions"), "uid-1", Launch(2, 4))
+    rendered = render_children(example("click-sessions"), "uid-1", Launch(2))
     served = {f"{o['kind']}/{o['metadata']['name']}": {**o, "metadata": {**o["metadata"], "resourceVersion": "7",
                                                                            "managedFields": [{"manager": "x"}]}}
               for o in rendered}

@@ -12,7 +12,7 @@ from streamapp_operator import names
 from streamapp_operator.decide.plan import plan
 from streamapp_operator.decide.restarts import PodObservation
 from streamapp_operator.decide.scaling import PendingScale
-from streamapp_operator.decide.world import Applied, Driver, Kafka, Memory, Observed, Settings
+from streamapp_operator.decide.world import Applied, Driver, Kafka, Memory, Observed, Progress, Settings
 from streamapp_operator.render import Launch, render_children
 
 from operator_apps import app as make_app
@@ -28,7 +28,7 @@ def world(spec_overrides=None, *, applied_overrides=None, executors=2, pod="runn
     """An app whose children exist (rendered with ``applied_overrides`` and ``executors``) and a driver."""
     app = make_app(**(spec_overrides or {}))
     applied_app = make_app(**(applied_overrides if applied_overrides is not None else (spec_overrides or {})))
-    launch = Launch(executors, 3, "runtime:1")
+    launch = Launch(executors, "runtime:1")
     kids = {f"{o['kind']}/{o['metadata']['name']}": o for o in render_children(applied_app, UID, launch)} if children else {}
     seen = PodObservation(pod, ready=pod == "running" and ready)
     driver = Driver(seen, executors, uid="pod-uid") if pod != "absent" else Driver(PodObservation("absent"))
@@ -36,8 +36,8 @@ def world(spec_overrides=None, *, applied_overrides=None, executors=2, pod="runn
         status = {"driverPod": names.driver_pod("orders")} if pod != "absent" else {}
     return Observed(
         name="orders", namespace="shop", uid=UID, generation=generation, status=status, app=app,
-        children=kids, applied=Applied(applied_app.spec, executors, 3) if children else None, driver=driver,
-        kafka=Kafka(error=kafka_error) if kafka_error else Kafka(partitions=partitions, largest_topic=partitions),
+        children=kids, applied=Applied(applied_app.spec, executors) if children else None, driver=driver,
+        kafka=Kafka(error=kafka_error) if kafka_error else Kafka(partitions=partitions),
     )
 
 
@@ -191,7 +191,8 @@ def test_reset_is_a_restart_into_a_fresh_checkpoint_path():
     gone = plan(world(changed, applied_overrides={}, pod="absent", status={}), SETTINGS, Memory(), T0)
     env = {e["name"]: e.get("value") for e in gone.driver_pod["spec"]["containers"][0]["env"]}
     assert env["STREAMAPP_CHECKPOINT_DIR"] == "/var/lib/streamapp/checkpoint/gen-2"
-    assert "spark.sql.shuffle.partitions=12" in gone.patch[0]["data"]["spark.properties"]
+    assert "shufflePartitions: 12" in gone.patch[0]["data"]["streamapp.yaml"]
+    assert "spark.sql.shuffle.partitions" not in gone.patch[0]["data"]["spark.properties"], "the runtime decides it"
 
 
 def test_suspend_stops_gracefully_and_resume_starts_again():
@@ -240,3 +241,18 @@ def test_driver_is_starting_until_ready_then_running(pod, ready, before, phase, 
     p = plan(world(pod=pod, ready=ready, status=status), SETTINGS, Memory(), T0)
     assert p.driver is None and p.status["phase"] == phase
     assert cond(p.status, "Ready") == ("True" if reason == "DriverReady" else "False", reason)
+
+
+@pytest.mark.parametrize("pod, reported, before, nonce, expected", [
+    ("running", 5, {}, None, 5),                                   # what the driver's checkpoint uses
+    ("running", 5, {"shufflePartitions": 3}, None, 5),            # the driver wins over an older figure
+    ("absent", None, {"shufflePartitions": 3}, None, 3),          # no driver: the last figure, same state
+    ("absent", None, {"shufflePartitions": 3, "resetNonce": "1"}, "2", None),  # a reset: not known yet
+    ("running", None, {}, None, None),                            # never reported: not guessed
+])
+def test_status_reports_the_shuffle_partitions_the_driver_reports(pod, reported, before, nonce, expected):
+    spec = {"state": {"resetNonce": nonce}} if nonce else {}
+    obs = world(spec, applied_overrides=spec, pod=pod, status={"state": before, "driverPod": "orders-driver"})
+    obs = replace(obs, progress=Progress(shuffle_partitions=reported))
+    state = plan(obs, SETTINGS, Memory(), T0).status["state"]
+    assert state.get("shufflePartitions") == expected

@@ -14,7 +14,7 @@ import yaml
 
 from streamapp_operator import names
 from streamapp_operator.render import DRIVER_RULES, Launch, config_hash, render_all
-from streamapp_operator.render.config import parse_properties
+from streamapp_api.contract import parse_properties
 
 from operator_apps import app, example, example_names
 
@@ -25,7 +25,7 @@ UID = "00000000-0000-0000-0000-000000000000"
 
 @pytest.mark.parametrize("name", example_names())
 def test_rendering_matches_golden(name):
-    rendered = yaml.safe_dump_all(render_all(example(name), UID, Launch(3, 6, "streamapp/runtime:test")), sort_keys=False)
+    rendered = yaml.safe_dump_all(render_all(example(name), UID, Launch(3, "streamapp/runtime:test")), sort_keys=False)
     golden = GOLDEN / f"{name}.yaml"
     if os.environ.get("STREAMAPP_UPDATE_GOLDEN") == "1":
         golden.parent.mkdir(parents=True, exist_ok=True)
@@ -36,7 +36,7 @@ def test_rendering_matches_golden(name):
 
 
 def _objects(**spec):
-    return {o["kind"]: o for o in render_all(app(**spec), UID, Launch(4, 6))}
+    return {o["kind"]: o for o in render_all(app(**spec), UID, Launch(4))}
 
 
 def test_driver_pod_is_locked_down():

@@ -1,0 +1,1 @@
+"""Compile a resolved StreamApp into DataFrames: sources, steps, tables (no query is started here)."""

@@ -1,0 +1,134 @@
+"""Kafka sources and their parsing: JSON with the declared schema, metadata columns, event time.
+
+Every record gets ``__error``: null for a good record, else why it cannot be used (malformed JSON,
+a value of the wrong type, no event time). The pipeline reads the good ones; ``dlq`` writes the rest.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from streamapp_api import Source, Table
+from streamapp_api.durations import spark_interval
+
+from streamapp_runtime.compile.frame import Frame
+
+CORRUPT = "__corrupt"
+PARSED = "__parsed"
+ERROR = "__error"
+RAW_KEY = "__raw_key"
+RAW_VALUE = "__raw_value"
+# Timestamps keep microseconds through the JSON round trips the runtime makes internally (table joins,
+# accumulate). Not used to read sources: a fixed pattern would refuse "...T10:00:00Z" without a fraction.
+JSON_OPTIONS = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX", "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS"}
+
+
+def schema_ddl(schema: dict[str, str], corrupt: bool = False) -> str:
+    """``{'a': 'long'}`` -> ``'`a` long'`` (a DDL string from_json accepts)."""
+    fields = [f"`{name}` {type_text}" for name, type_text in schema.items()]
+    if corrupt:
+        fields.append(f"`{CORRUPT}` string")
+    return ", ".join(fields)
+
+
+def read_kafka(spark: SparkSession, topics: list[str], options: dict[str, str], starting: str,
+               max_offsets: int | None = None, fail_on_data_loss: bool = True) -> DataFrame:
+    reader = spark.readStream.format("kafka").options(**options)
+    reader = reader.option("subscribe", ",".join(topics)).option("startingOffsets", starting)
+    reader = reader.option("failOnDataLoss", str(fail_on_data_loss).lower())
+    if max_offsets is not None:
+        reader = reader.option("maxOffsetsPerTrigger", str(max_offsets))
+    return reader.load()
+
+
+def _metadata(raw: DataFrame) -> list[Column]:
+    return [
+        F.col("key").cast("string").alias("_key"),
+        F.col("timestamp").alias("_timestamp"),
+        F.col("topic").alias("_topic"),
+        F.col("partition").alias("_partition"),
+        F.col("offset").alias("_offset"),
+    ]
+
+
+def parse(raw: DataFrame, item: Source | Table) -> DataFrame:
+    """Kafka rows -> metadata, value columns, raw key/value and ``__error`` (null when usable).
+
+    Each value is parsed once. ``from_json`` flags text that is not one JSON object, or has a value
+    of the wrong type, in the corrupt-record column; timestamps are read with Spark's default
+    ISO-8601 parsing (with or without fraction and offset, or epoch seconds).
+    """
+    keep = [*_metadata(raw), F.col("key").alias(RAW_KEY), F.col("value").alias(RAW_VALUE)]
+    return FORMATS[item.format](raw, item, keep)
+
+
+def _parse_string(raw: DataFrame, item: Source | Table, keep: list[Column]) -> DataFrame:
+    """The value as text in one column ``value``; every record is usable."""
+    return raw.select(*keep, F.col("value").cast("string").alias("value"), F.lit(None).cast("string").alias(ERROR))
+
+
+def _parse_json(raw: DataFrame, item: Source | Table, keep: list[Column]) -> DataFrame:
+    """One JSON object per record, read with the declared schema; ``__error`` says what is wrong."""
+    text = F.col("value").cast("string")
+    schema = item.schema_ or {}
+    value = F.from_json(text, schema_ddl(schema, corrupt=True), {"columnNameOfCorruptRecord": CORRUPT})
+    # explode of a one-element array is a Generate node, which filters cannot be pushed below. Without
+    # it Spark moves every later filter on the parsed value under this projection, substituting the
+    # from_json call for each reference, and parses each record three or four times.
+    parsed = raw.select(*keep, F.explode(F.array(value)).alias(PARSED))
+    columns = [F.col(f"{PARSED}.`{name}`").alias(name) for name in schema]
+    event_time = getattr(item, "event_time", None)
+    checks = [
+        (F.col(RAW_VALUE).isNull(), F.lit("null value: a stream record needs a JSON object")),
+        # A null struct: empty text. A corrupt record: not one JSON object, or a field of the wrong type.
+        (F.col(PARSED).isNull() | F.col(f"{PARSED}.{CORRUPT}").isNotNull(), F.lit("malformed")),
+    ]
+    if event_time is not None:
+        checks.append((F.col(f"{PARSED}.`{event_time}`").isNull(),
+                       F.lit(f"missing event time: field {event_time!r} is absent or null")))
+    error = F.when(checks[0][0], checks[0][1])
+    for condition, reason in checks[1:]:
+        error = error.when(condition, reason)
+    metadata = [c for c in parsed.columns if c != PARSED]
+    return parsed.select(*metadata, *columns, error.alias(ERROR))
+
+
+# Value formats of sources and tables (spec `format`): a new one (Avro with a registry, say) is a
+# parse function here, taking the Kafka rows to metadata, value columns, raw key/value and __error.
+FORMATS = {"string": _parse_string, "json": _parse_json}
+
+
+def malformed_reason(schema: dict[str, str]) -> Column:
+    """For records flagged malformed: which fields have the wrong type, else 'malformed JSON'."""
+    raw = F.col(RAW_VALUE).cast("string")
+    wrong = [
+        F.when(F.get_json_object(raw, f"$.{name}").isNotNull() & F.col(name).isNull(),
+               F.concat(F.lit(f"field {name!r}: expected {type_text}, got "),
+                        F.substring(F.get_json_object(raw, f"$.{name}"), 1, 200)))
+        for name, type_text in schema.items()
+    ]
+    listed = F.concat_ws("; ", *wrong) if wrong else F.lit("")
+    return F.when(listed != "", F.concat(F.lit("wrong type: "), listed)).otherwise(
+        F.lit("malformed JSON: not a JSON object"))
+
+
+def source_frame(spark: SparkSession, source: Source, options: dict[str, str]) -> Frame:
+    """The good records of a source, metadata columns first, with its watermark."""
+    raw = read_kafka(spark, source.topic_list, options, source.starting_offsets, source.max_offsets_per_trigger)
+    df = parse(raw, source)
+    good = df.where(F.col(ERROR).isNull()).drop(ERROR, RAW_KEY, RAW_VALUE)
+    event_time = source.event_time_column
+    if source.watermark is not None:
+        good = good.withWatermark(event_time, spark_interval(source.watermark))
+    return Frame(good, event_time, source.watermark, source.name)
+
+
+def bad_records(spark: SparkSession, source: Source, options: dict[str, str],
+                max_offsets: int | None = None) -> DataFrame:
+    """The records of a source that cannot be used, with the reason spelled out."""
+    raw = read_kafka(spark, source.topic_list, options, source.starting_offsets, max_offsets)
+    df = parse(raw, source)
+    bad = df.where(F.col(ERROR).isNotNull())
+    reason = F.when(F.col(ERROR) == "malformed", malformed_reason(source.schema_ or {})).otherwise(F.col(ERROR))
+    return bad.select(RAW_KEY, RAW_VALUE, reason.alias("reason"), "_topic", "_partition", "_offset", "_timestamp")

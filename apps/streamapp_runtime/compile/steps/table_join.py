@@ -1,0 +1,107 @@
+"""Tables (KTable) and stream-table joins, with real streaming state.
+
+The table's changelog topic and the stream are unioned and grouped by the join key; a Python state
+function (applyInPandasWithState) keeps the latest table value per key in the state store. Table
+records update or (null value) delete it; each stream record is joined with the value the key has
+when the record is processed, so later updates never change records already emitted, and a record
+never sees an update that comes after it. Within one micro-batch both sides are processed in order of
+Kafka record time (the only clock both topics share), table before stream on a tie, then offset.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.state import GroupStateTimeout
+
+from streamapp_api import Join, Table
+from streamapp_api.durations import parse_duration
+
+from streamapp_runtime.compile.frame import Frame, StepError
+from streamapp_runtime.compile.steps.packing import ORDER_OFFSET, ORDER_TIME, PAYLOAD, order_columns, pack, rewatermark, unpack
+from streamapp_runtime.compile.sources import ERROR, parse, read_kafka
+
+JOIN_KEY = "__join_key"
+SIDE = "__side"  # 0 table, 1 stream
+TABLE_VALUE = "__table"
+DELETED = "__deleted"
+TABLE_SIDE, STREAM_SIDE = 0, 1
+
+
+def table_changes(spark: SparkSession, table: Table, options: dict[str, str]) -> DataFrame:
+    """The table's changelog: (key, time, offset, value as JSON or null for a tombstone)."""
+    raw = read_kafka(spark, [table.topic], options, "earliest", fail_on_data_loss=False)
+    df = parse(raw, table)
+    deleted = F.col("__raw_value").isNull()
+    df = df.where(deleted | F.col(ERROR).isNull())  # unreadable table records are skipped
+    key = F.coalesce(F.col(table.key).cast("string"), F.col("_key")) if table.key != "_key" else F.col("_key")
+    values = sorted(table.value_columns())
+    payload = F.to_json(F.struct(*[F.col(c) for c in values]))
+    return df.select(
+        key.alias(JOIN_KEY), F.lit(TABLE_SIDE).alias(SIDE), F.col("_timestamp").alias(ORDER_TIME),
+        F.col("_offset").alias(ORDER_OFFSET), F.when(deleted, None).otherwise(payload).alias(PAYLOAD),
+        deleted.alias(DELETED),
+    )
+
+
+def _join_state(ttl_ms: int | None):
+    import pandas as pd
+
+    def step(key, batches: Iterator["pd.DataFrame"], state) -> Iterator["pd.DataFrame"]:
+        if state.hasTimedOut:
+            state.remove()
+            return
+        current = state.get[0] if state.exists else None
+        frames = [b for b in batches if len(b)]
+        if not frames:
+            return
+        rows = pd.concat(frames).sort_values([ORDER_TIME, SIDE, ORDER_OFFSET], kind="stable", na_position="first")
+        out_payload, out_table = [], []
+        for side, payload, deleted in zip(rows[SIDE], rows[PAYLOAD], rows[DELETED]):
+            if side == TABLE_SIDE:
+                current = None if deleted else payload
+            else:
+                out_payload.append(payload)
+                out_table.append(current)
+        if current is None:
+            state.remove()
+        else:
+            state.update((current,))
+            if ttl_ms:
+                state.setTimeoutDuration(ttl_ms)
+        if out_payload:
+            yield pd.DataFrame({PAYLOAD: out_payload, TABLE_VALUE: out_table})
+
+    return step
+
+
+def table_join(spark: SparkSession, frame: Frame, table: Table, join: Join, options: dict[str, str],
+               output_mode: str, where: str) -> Frame:
+    df = frame.df
+    key = join.key or "_key"
+    if key not in df.columns:
+        raise StepError(f"{where}.join.key: column {key!r} is not in the stream; its columns are {', '.join(df.columns)}")
+    stream_side = df.select(
+        F.col(key).cast("string").alias(JOIN_KEY), F.lit(STREAM_SIDE).alias(SIDE), *order_columns(frame, record_time=True),
+        pack(df), F.lit(False).alias(DELETED),
+    )
+    both = stream_side.unionByName(table_changes(spark, table, options))
+    ttl_ms = int(parse_duration(table.ttl).total_seconds() * 1000) if table.ttl else None
+    joined = both.groupBy(JOIN_KEY).applyInPandasWithState(
+        _join_state(ttl_ms),
+        f"{PAYLOAD} string, {TABLE_VALUE} string",
+        "value string",
+        output_mode,
+        GroupStateTimeout.ProcessingTimeTimeout if ttl_ms else GroupStateTimeout.NoTimeout,
+    )
+    if join.type == "inner":
+        joined = joined.where(F.col(TABLE_VALUE).isNotNull())
+    values = sorted(table.value_columns())
+    value_ddl = ", ".join(f"`{c}` {(table.schema_ or {}).get(c, 'string')}" for c in values)
+    table_struct = F.from_json(F.col(TABLE_VALUE), value_ddl)
+    prefix = table.name.replace("-", "_")
+    names = {c: (f"{prefix}_{c}" if c in df.columns else c) for c in values}
+    out = joined.select(*unpack(joined, df.schema), *[table_struct.getField(c).alias(n) for c, n in names.items()])
+    return rewatermark(frame, out)

@@ -1,0 +1,1 @@
+"""Run the compiled queries as a process: the session, settings, start and supervision, metrics and health."""

@@ -1,0 +1,78 @@
+"""Before starting: wait for the broker and for the input topics, with a clear log line, never crash-loop."""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+
+from streamapp_api import contract
+
+log = logging.getLogger("streamapp.runtime")
+# librdkafka's own log and error callbacks report each failed connection (several a second while a
+# broker is down); the wait below says once what it waits for instead.
+_client_log = logging.getLogger("streamapp.runtime.librdkafka")
+_client_log.propagate = False
+_client_log.addHandler(logging.NullHandler())
+
+
+class StopRequested(Exception):
+    """SIGTERM or Ctrl-C arrived while the app waited for Kafka: nothing ran, nothing to stop."""
+
+
+def admin_config(options: dict[str, str]) -> dict[str, str]:
+    """Spark's ``kafka.``-prefixed options -> a confluent_kafka client configuration. Pure."""
+    given = {k[len("kafka."):]: v for k, v in options.items() if k.startswith("kafka.")}
+    return {"bootstrap.servers": given["bootstrap.servers"], "socket.timeout.ms": "10000",
+            **contract.admin_client_options(given)}
+
+
+def admin_client(options: dict[str, str]):
+    """An AdminClient (librdkafka) from Spark's Kafka options, without the Java client's own settings.
+
+    spec.kafka.options are the Java client's (what Spark's source and sink use); librdkafka refuses
+    the ones it does not know (``default.api.timeout.ms``, say), so those are left out here.
+    """
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    config = admin_config(options)
+    while True:
+        try:
+            return AdminClient({**config, "logger": _client_log, "error_cb": lambda error: None})
+        except KafkaException as exc:
+            unknown = re.search(r'No such configuration property: "([^"]+)"', str(exc))
+            if unknown is None or unknown.group(1) not in config:
+                raise
+            log.debug("Kafka option %s is for the Java client only; not used while waiting for topics", unknown.group(1))
+            del config[unknown.group(1)]
+
+
+def partition_counts(options: dict[str, str], topics: list[str], wait: bool = True, poll: float = 5.0,
+                     deadline: float | None = None, stop: threading.Event | None = None) -> dict[str, int]:
+    """Partition count of every topic; waits (logging what it waits for) until all exist, or raises
+    StopRequested when `stop` is set meanwhile."""
+    stop = stop or threading.Event()
+    admin = admin_client(options)
+    bootstrap = options.get("kafka.bootstrap.servers")
+    last_message = None
+    while True:
+        try:
+            metadata = admin.list_topics(timeout=10)
+            found = {t: len(metadata.topics[t].partitions) for t in topics
+                     if t in metadata.topics and metadata.topics[t].error is None and metadata.topics[t].partitions}
+            missing = [t for t in topics if t not in found]
+            message = None if not missing else f"waiting for topics {', '.join(missing)} (they do not exist yet on {bootstrap})"
+        except Exception as exc:  # KafkaException: broker unreachable
+            found, message = {}, f"waiting for Kafka at {bootstrap}: {exc}"
+        if message is None:
+            return found
+        if stop.is_set():
+            raise StopRequested(message)
+        if not wait or (deadline is not None and time.monotonic() > deadline):
+            raise TimeoutError(message)
+        if message != last_message:
+            log.warning("%s; retrying every %.0fs", message, poll)
+            last_message = message
+        stop.wait(poll)

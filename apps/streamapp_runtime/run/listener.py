@@ -1,0 +1,53 @@
+"""The StreamingQueryListener feeding Metrics and printing a progress line per batch."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+
+from pyspark.sql.streaming import StreamingQueryListener
+
+from streamapp_runtime.run.metrics import Metrics, batch_lag, progress_line
+
+log = logging.getLogger("streamapp.runtime")
+
+
+class ProgressListener(StreamingQueryListener):
+    def __init__(self, metrics: Metrics, queries: set[str], quiet: bool = False):
+        self.metrics = metrics
+        self.queries = queries  # only this app's queries (a test session may run others)
+        self.names: dict[str, str] = {}
+        self.quiet = quiet
+        # Spark's whole progress of every batch (durations per phase, state operators, sources),
+        # one JSON line each, when STREAMAPP_PROGRESS_JSON names a file: to profile where a batch goes.
+        path = os.environ.get("STREAMAPP_PROGRESS_JSON")
+        self.progress_file = open(path, "a", buffering=1) if path else None  # noqa: SIM115 - open for the app's life
+
+    def onQueryStarted(self, event) -> None:
+        if event.name in self.queries:
+            self.names[str(event.id)] = event.name
+            self.metrics.started(event.name)
+
+    def onQueryProgress(self, event) -> None:
+        p = json.loads(event.progress.json)
+        if p.get("name") not in self.queries:
+            return
+        self.metrics.observe(p)
+        if self.progress_file is not None:
+            self.progress_file.write(json.dumps(p) + "\n")
+        if not self.quiet:
+            print(progress_line(p, batch_lag(p), self.metrics.sink_batches.get(p["name"])), file=sys.stderr, flush=True)
+
+    def onQueryIdle(self, event) -> None:
+        name = self.names.get(str(event.id))
+        if name:
+            self.metrics.idle(name)
+
+    def onQueryTerminated(self, event) -> None:
+        name = self.names.get(str(event.id))
+        if name:
+            self.metrics.terminated(name)
+            if event.exception:  # the supervisor decides whether this is fatal and says so
+                log.debug("query %s terminated: %s", name, str(event.exception).split("\n")[0])

@@ -1,0 +1,220 @@
+"""Start an app's queries and supervise them: what `streamapp run` and the driver pod both execute.
+
+SIGTERM asks every query to stop at the end of its current micro-batch; once each has committed,
+``run`` returns 0. A query that loses Kafka (see ``recovery``) is restarted from its checkpoint after
+a backoff; any other failure makes ``run`` stop the others and return 1, and the checkpoint resumes
+it on the next start with nothing lost.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+
+from streamapp_api import StreamApp, contract
+from streamapp_api.durations import parse_duration
+
+from streamapp_runtime import plan, spark_compat
+from streamapp_runtime.run import recovery
+from streamapp_runtime.compile.compiler import Compiler
+from streamapp_runtime.run.kafka_wait import partition_counts
+from streamapp_runtime.run.metrics import Metrics
+from streamapp_runtime.run.settings import Settings, choose_shuffle_partitions, read_recorded, write_recorded
+from streamapp_runtime.sinks import WRITERS, QueryContext
+
+log = logging.getLogger("streamapp.runtime")
+
+
+@dataclass
+class Running:
+    app: StreamApp
+    metrics: Metrics
+    queries: list = field(default_factory=list)
+    listener: object = None
+    stop_requested: threading.Event = field(default_factory=threading.Event)
+    plans: list = field(default_factory=list)  # queries[i] runs plans[i]
+    restart: object = None  # QueryPlan -> a new StreamingQuery on the same checkpoint
+
+    def query_names(self) -> list[str]:
+        return [q.name for q in self.queries]
+
+
+def prepare_session(spark, app: StreamApp, settings: Settings, options: dict[str, str], wait: bool = True,
+                    stop: threading.Event | None = None) -> int:
+    """Per-app SQL settings and the checkpoint's shuffle partitions, which the runtime alone decides
+    and records."""
+    apply_app_sql_conf(spark, app)
+    counts = partition_counts(options, plan.input_topics(app), wait=wait, stop=stop)
+    recorded = read_recorded(settings.checkpoint_root)
+    partitions, why = choose_shuffle_partitions(recorded.get("shufflePartitions"), app.spec.shuffle_partitions,
+                                                settings.spark_conf.get(contract.SHUFFLE_PARTITIONS), counts)
+    if recorded.get("shufflePartitions") is None:
+        write_recorded(settings.checkpoint_root, {**recorded, "shufflePartitions": partitions, "app": app.metadata.name})
+    spark.conf.set(contract.SHUFFLE_PARTITIONS, str(partitions))
+    log.info("shuffle partitions: %d (%s)", partitions, why)
+    return partitions
+
+
+def apply_app_sql_conf(spark, app: StreamApp) -> None:
+    """The SQL settings the app runs with (the session may have run another app before: a test's, a laptop's)."""
+    for key, value in contract.app_sql_conf(app.spec.state.store).items():
+        spark.conf.set(key, value)
+
+
+def start_query(ctx: QueryContext, qp: plan.QueryPlan):
+    """Build the query's frame and writer (sinks.WRITERS), then what every query has, and start it."""
+    sink = WRITERS[qp.kind]
+    writer = sink.writer(ctx, qp, sink.frame(ctx, qp))
+    writer = writer.queryName(qp.name).outputMode(qp.output_mode).option("checkpointLocation", qp.checkpoint)
+    if qp.trigger.kind == "available-now":
+        writer = writer.trigger(availableNow=True)
+    elif qp.trigger.kind == "interval":
+        writer = writer.trigger(processingTime=qp.trigger.interval)
+    return writer.start()
+
+
+def dry_run(spark, app: StreamApp, settings: Settings) -> list[str]:
+    """Compile every query's DataFrame as `start` would, without starting one, connecting to Kafka or
+    touching a sink: Spark analyses each expression as it is built, so a bad one is reported with its
+    step path (StepError, ValueError). One line per query: what it would write."""
+    apply_app_sql_conf(spark, app)
+    options = plan.kafka_options(app, settings.kafka_override, settings.kafka_env_options)
+    ctx = QueryContext(spark, Compiler(spark, app, options), app, settings, options, Metrics(app.metadata.name, {}, {}))
+    lines = []
+    for qp in plan.query_plans(app, settings.checkpoint_root, settings.console, settings.available_now):
+        df = WRITERS[qp.kind].frame(ctx, qp)
+        shown = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in df.schema.fields if not f.name.startswith("__"))
+        lines.append(f"query {qp.name} ({qp.kind}, {qp.output_mode} mode) writes: {shown}")
+    return lines
+
+
+def start(spark, app: StreamApp, settings: Settings, quiet: bool = False, wait_for_topics: bool = True,
+          stop_requested: threading.Event | None = None) -> Running:
+    """Start every query; ``stop_requested`` (set by SIGTERM, see ``install_sigterm``) also ends the
+    wait for Kafka before them, with kafka_wait.StopRequested."""
+    from streamapp_runtime.run.listener import ProgressListener
+
+    stop_requested = stop_requested or threading.Event()
+    options = plan.kafka_options(app, settings.kafka_override, settings.kafka_env_options)
+    partitions = prepare_session(spark, app, settings, options, wait=wait_for_topics, stop=stop_requested)
+    plans = plan.query_plans(app, settings.checkpoint_root, settings.console, settings.available_now)
+    metrics = Metrics(app.metadata.name, plan.topic_sources(app), {p.name: p.reads for p in plans if p.kind == "dlq"})
+    metrics.shuffle_partitions.labels(app.metadata.name).set(partitions)
+    running = Running(app, metrics, stop_requested=stop_requested)
+    running.listener = ProgressListener(metrics, {p.name for p in plans}, quiet=quiet)
+    spark.streams.addListener(running.listener)
+    ctx = QueryContext(spark, Compiler(spark, app, options), app, settings, options, metrics)
+    running.restart = lambda qp: start_query(ctx, qp)
+    try:
+        for qp in plans:
+            running.queries.append(start_query(ctx, qp))
+            running.plans.append(qp)
+            log.info("started query %s (%s, %s mode) checkpoint %s", qp.name, qp.kind, qp.output_mode, qp.checkpoint)
+    except Exception:
+        stop_now(spark, running)
+        raise
+    return running
+
+
+def stop_now(spark, running: Running) -> None:
+    for query in running.queries:
+        try:
+            query.stop()
+        except Exception as exc:  # already failed
+            log.debug("stopping %s: %s", query.name, exc)
+    if running.listener is not None:
+        spark.streams.removeListener(running.listener)
+        running.listener = None
+
+
+def stop_gracefully(running: Running, timeout: float = 600) -> None:
+    """Stop each query between micro-batches: the current batch finishes and commits first."""
+    deadline = time.monotonic() + timeout
+    for query in running.queries:
+        while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if query.isActive:
+            query.stop()
+
+
+def failure_text(exc) -> str:
+    """The message of a query's exception and, when Spark gives it, the JVM stack with its causes."""
+    return "\n".join(part for part in (str(exc), spark_compat.jvm_stack_trace(exc)) if part)
+
+
+def schedule_retry(spark, running: Running, waiting: dict[int, float], i: int, failure: str, attempt: int,
+                   policy: recovery.RetryPolicy, gave_up: str, retrying: str) -> bool:
+    """Put failed query `i` in `waiting` for its next try; when the failure is not retryable, stop
+    every query and return False (the app exits 1 and Kubernetes restarts the driver)."""
+    name = running.plans[i].name
+    decision = recovery.decide(failure, attempt, policy)
+    if not decision.retry:
+        log.error("query %s %s: %s", name, gave_up, failure.split("\n")[0])
+        stop_gracefully(running, timeout=60)
+        stop_now(spark, running)
+        return False
+    log.warning("query %s %s (%s); attempt %d, next try in %.0fs from its checkpoint",
+                name, retrying, decision.reason, attempt, decision.delay)
+    waiting[i] = time.monotonic() + decision.delay
+    return True
+
+
+def supervise(spark, running: Running, poll: float = 0.2, policy: recovery.RetryPolicy = recovery.RetryPolicy()) -> int:
+    """Wait until every query ends (available-now), one fails for good (1) or a stop is requested (0).
+
+    A query that failed because Kafka could not be reached waits (``recovery.decide``) and starts
+    again on its checkpoint; the others keep running meanwhile.
+    """
+    waiting: dict[int, float] = {}  # index of a failed query -> monotonic time of its restart
+    attempts: dict[int, int] = {}  # index -> failures in a row
+    while True:
+        if running.stop_requested.is_set():
+            log.info("stop requested: finishing the current micro-batches")
+            # With Kafka gone, a running micro-batch cannot commit: do not wait for it (it is replayed).
+            stop_gracefully(running, timeout=10 if waiting else 600)
+            stop_now(spark, running)
+            return 0
+        for i, query in enumerate(running.queries):
+            if i in waiting or query.isActive or query.exception() is None:
+                continue
+            attempts[i] = recovery.next_attempt(attempts.get(i, 0), progressed=bool(query.recentProgress))
+            if not schedule_retry(spark, running, waiting, i, failure_text(query.exception()), attempts[i], policy,
+                                  gave_up="failed", retrying="lost Kafka"):
+                return 1
+        for i, due in list(waiting.items()):
+            if time.monotonic() < due:
+                continue
+            del waiting[i]
+            qp = running.plans[i]
+            try:
+                running.queries[i] = running.restart(qp)
+            except Exception as exc:  # noqa: BLE001 - a restart that fails is decided like a failed query
+                attempts[i] += 1
+                if not schedule_retry(spark, running, waiting, i, failure_text(exc), attempts[i], policy,
+                                      gave_up="could not restart", retrying="could not restart"):
+                    return 1
+                continue
+            running.metrics.restarted(qp.name)
+            log.info("restarted query %s from checkpoint %s", qp.name, qp.checkpoint)
+        if not waiting and all(not q.isActive for q in running.queries):
+            stop_now(spark, running)
+            return 0
+        time.sleep(poll)
+
+
+def stale_after(app: StreamApp) -> float:
+    trigger = parse_duration(app.spec.trigger).total_seconds() if app.spec.trigger else 0
+    return max(300.0, 5 * trigger)
+
+
+def install_sigterm(stop_requested: threading.Event) -> None:
+    """SIGTERM and Ctrl-C set ``stop_requested``: the app stops between batches and exits 0."""
+    if threading.current_thread() is threading.main_thread():
+        def handler(signum, frame):  # noqa: ARG001
+            stop_requested.set()
+
+        signal.signal(signal.SIGTERM, handler)
+        signal.signal(signal.SIGINT, handler)

@@ -1,0 +1,80 @@
+"""The SparkSession: spark.properties verbatim, then the runtime's defaults, then local conveniences."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+from streamapp_runtime import spark_compat
+
+log = logging.getLogger("streamapp.runtime")
+
+
+# The Kafka connector jars of a local run, comma-separated (`spark.jars`). The `streamapp` command
+# that `make deps` writes, the tests and the benchmarks set it to the jars Maven resolved; in the
+# runtime image the jars are in Spark's own folder and it is not needed.
+JARS_ENV = "STREAMAPP_SPARK_JARS"
+
+
+def local_jars() -> str | None:
+    return os.environ.get(JARS_ENV) or None
+
+
+# Without these, a local-mode JVM looks for this machine's first non-loopback address and asks DNS
+# for its name (a PTR query to the machine's resolver on every start); a local run needs neither.
+LOOPBACK_ENV = {"SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOCAL_HOSTNAME": "localhost"}
+
+
+# Spark 4.0 makes these in the current directory (artifacts: SPARK-52396, moved to tmp in later
+# releases) and leaves them empty; a run removes the ones it made, when they are still empty.
+SCRATCH_DIRS = ("artifacts", "spark-warehouse")
+_made_here: list[str] = []
+
+
+def bind_to_loopback() -> None:
+    """Keep a local-mode Spark (driver, UI, block manager) on loopback, before its JVM starts."""
+    for name, value in LOOPBACK_ENV.items():
+        os.environ.setdefault(name, value)
+
+
+def create_session(conf: dict[str, str]):
+    from pyspark.sql import SparkSession
+
+    conf = dict(conf)
+    # Python workers need the runtime's packages (pandas, psycopg): use this interpreter unless told otherwise.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if conf.get("spark.master", "local").startswith("local"):
+        bind_to_loopback()
+    if conf.get("spark.master", "").startswith("local") and "spark.jars" not in conf and "spark.jars.packages" not in conf:
+        jars = local_jars()
+        if jars:
+            conf["spark.jars"] = jars
+    _made_here[:] = [os.path.abspath(d) for d in SCRATCH_DIRS if not os.path.exists(d)]
+    builder = SparkSession.builder
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("STREAMAPP_SPARK_LOG_LEVEL", "WARN"))
+    if "STREAMAPP_SPARK_LOG_LEVEL" not in os.environ:
+        quiet_kafka_clients(spark)
+    return spark
+
+
+def quiet_kafka_clients(spark) -> None:
+    """While a broker is down, Kafka's NetworkClient warns several times a second per client; the
+    runtime's own line says what happens instead (Spark's offset-fetch warnings stay)."""
+    try:
+        spark_compat.set_jvm_log_level(spark, "org.apache.kafka.clients.NetworkClient", "ERROR")
+    except Exception as exc:  # noqa: BLE001 - a different logging backend: keep its warnings
+        log.debug("could not quiet Kafka's NetworkClient: %s", exc)
+
+
+def stop_session(spark) -> None:
+    spark_compat.shut_down_jvm(spark)
+    for path in _made_here:
+        try:
+            os.rmdir(path)  # only when empty: anything Spark put there stays
+        except OSError:
+            pass
+    _made_here.clear()

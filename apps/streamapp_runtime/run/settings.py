@@ -1,0 +1,166 @@
+"""Runtime settings from the command line, the environment and spark.properties. Pure: no pyspark.
+
+Precedence follows docs/runtime-contract.md: the operator's spark.properties is applied verbatim,
+then the runtime's own defaults fill the keys it did not give.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+
+from streamapp_api import contract
+
+from streamapp_runtime.run import checkpoint_files
+from streamapp_api.contract import kafka_env_options
+
+STATE_FILE = "streamapp.json"  # what the runtime records next to the queries' checkpoints
+
+
+class SettingsError(ValueError):
+    """A setting that cannot be used; the message names it."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    checkpoint_root: str
+    kafka_override: str | None = None
+    available_now: bool = False
+    console: bool = False
+    metrics_port: int | None = contract.METRICS_PORT
+    spark_conf: dict[str, str] = field(default_factory=dict)
+    postgres_uris: dict[str, str] = field(default_factory=dict)  # secret name -> URI
+    kafka_env_options: dict[str, str] = field(default_factory=dict)
+
+
+_ENV_REF = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def expand_env(conf: dict[str, str], environ: dict[str, str], origin: str = "spark.properties") -> dict[str, str]:
+    """``${env:NAME}`` in a value -> the variable's value (Spark's own reference syntax, which Spark
+    expands only for some keys; the operator writes ``spark.master`` with it). A reference to a variable
+    that is not set is an error naming the key."""
+    def value(key: str, text: str) -> str:
+        def sub(match: re.Match) -> str:
+            if match.group(1) not in environ:
+                raise SettingsError(f"{origin}: {key} refers to ${{env:{match.group(1)}}}, which is not set")
+            return environ[match.group(1)]
+        return _ENV_REF.sub(sub, text)
+
+    return {key: value(key, text) for key, text in conf.items()}
+
+
+def postgres_env_uris(environ: dict[str, str]) -> dict[str, str]:
+    """``STREAMAPP_POSTGRES_<SECRET>=uri`` (secret name upper-cased, '-' and '.' as '_') -> {secret: uri}.
+
+    The key is normalised, so lookups go through :func:`postgres_uri`.
+    """
+    prefix = contract.ENV_POSTGRES_PREFIX
+    return {k[len(prefix):]: v for k, v in environ.items() if k.startswith(prefix) and len(k) > len(prefix)}
+
+
+def env_name(secret: str) -> str:
+    return contract.postgres_uri_env(secret).removeprefix(contract.ENV_POSTGRES_PREFIX)
+
+
+def postgres_uri(settings: Settings, secret: str, where: str) -> str:
+    uri = settings.postgres_uris.get(env_name(secret)) or settings.postgres_uris.get("*")
+    if not uri:
+        raise SettingsError(f"{where}.secretRef: no connection URI for Secret {secret!r}; set "
+                            f"{contract.ENV_POSTGRES_PREFIX}{env_name(secret)}=postgresql://... (the operator does this "
+                            f"from the Secret) or pass --postgres {secret}=postgresql://...")
+    return uri
+
+
+def metrics_port(environ: dict[str, str]) -> int:
+    text = environ.get(contract.ENV_METRICS_PORT, str(contract.METRICS_PORT))
+    if not text.isdigit() or not 0 <= int(text) < 65536:
+        raise SettingsError(f"{contract.ENV_METRICS_PORT}={text!r}: expected a port number (0-65535)")
+    return int(text)
+
+
+def checkpoint_root(flag: str | None, environ: dict[str, str], app_name: str) -> str:
+    if flag:
+        return flag
+    if environ.get(contract.ENV_CHECKPOINT_DIR):
+        return environ[contract.ENV_CHECKPOINT_DIR]
+    return os.path.join(os.getcwd(), ".streamapp", "checkpoints", app_name)
+
+
+def spark_defaults(app_name: str, store: str, environ: dict[str, str]) -> dict[str, str]:
+    """The runtime's Spark settings, applied under whatever spark.properties gave."""
+    conf = {
+        "spark.master": "local[2]",
+        "spark.app.name": f"streamapp-{app_name}",
+        **contract.app_sql_conf(store),
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.streaming.noDataProgressEventInterval": "10000",
+        "spark.sql.adaptive.enabled": "false",  # AQE is off for streaming anyway; keep batch plans fixed
+    }
+    if environ.get(contract.ENV_POD_IP):
+        conf["spark.driver.host"] = environ[contract.ENV_POD_IP]
+        conf["spark.driver.bindAddress"] = "0.0.0.0"
+    return conf
+
+
+def merge_conf(given: dict[str, str], defaults: dict[str, str]) -> dict[str, str]:
+    merged = dict(defaults)
+    merged.update(given)
+    return merged
+
+
+def choose_shuffle_partitions(recorded: int | None, spec_value: int | None, conf_value: str | None,
+                              partition_counts: dict[str, int]) -> tuple[int, str]:
+    """Shuffle partitions for this checkpoint, and why.
+
+    Once recorded they never change (state is partitioned by them); on a first run the spec wins,
+    then spark.properties, then the largest input topic's partition count.
+    """
+    if recorded is not None:
+        return recorded, "recorded in the checkpoint at its first run"
+    if spec_value is not None:
+        return spec_value, "spec.shufflePartitions"
+    if conf_value is not None:
+        if not conf_value.isdigit() or int(conf_value) < 1:
+            raise SettingsError(f"spark.sql.shuffle.partitions={conf_value!r}: expected a positive integer")
+        return int(conf_value), "spark.sql.shuffle.partitions"
+    if partition_counts:
+        topic = max(partition_counts, key=lambda t: (partition_counts[t], t))
+        return max(1, partition_counts[topic]), f"partition count of topic {topic!r}"
+    return 1, "no input topic found"
+
+
+def read_recorded(root: str) -> dict:
+    location = checkpoint_files.join(root, STATE_FILE)
+    text = checkpoint_files.read_text(location)
+    if text is None:
+        return {}
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise SettingsError(f"{location}: unreadable ({exc}); it records the shuffle partitions of this checkpoint") from exc
+
+
+def write_recorded(root: str, data: dict) -> None:
+    checkpoint_files.write_text(checkpoint_files.join(root, STATE_FILE), json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def from_environment(*, checkpoint: str | None, app_name: str, kafka: str | None, available_now: bool,
+                     console: bool, spark_conf: dict[str, str], postgres: dict[str, str],
+                     environ: dict[str, str] | None = None, port: int | None = None) -> Settings:
+    env = dict(os.environ if environ is None else environ)
+    uris = postgres_env_uris(env)
+    uris.update({env_name(k) if k != "*" else "*": v for k, v in postgres.items()})
+    return Settings(
+        checkpoint_root=checkpoint_root(checkpoint, env, app_name),
+        kafka_override=kafka,
+        available_now=available_now,
+        console=console,
+        metrics_port=metrics_port(env) if port is None else port,
+        spark_conf=spark_conf,
+        postgres_uris=uris,
+        kafka_env_options=kafka_env_options(env),
+    )

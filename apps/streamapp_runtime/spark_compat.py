@@ -1,0 +1,119 @@
+"""Every use of Spark's internals (py4j, ``_jvm``, ``_jdf``, ``_gateway``, internal property names)
+in one place, so that a Spark upgrade has one module to re-check; tests/runtime/test_spark_assumptions.py
+asserts each behaviour the runtime leans on, on the Spark the project pins.
+"""
+
+from __future__ import annotations
+
+import logging
+
+log = logging.getLogger("streamapp.runtime")
+
+# Set by Spark on the thread that runs a query's micro-batches, so foreachBatch functions see it: the
+# query's id, which its checkpoint keeps for its whole life (a new checkpoint gets a new one).
+QUERY_ID_PROPERTY = "sql.streaming.queryId"
+
+
+def query_id(df) -> str | None:
+    """The id of the streaming query whose micro-batch ``df`` is (inside foreachBatch), else None."""
+    return df.sparkSession.sparkContext.getLocalProperty(QUERY_ID_PROPERTY)
+
+
+def jvm_stack_trace(exc) -> str:
+    """The JVM stack of a query's exception with its causes ('Caused by: …'), when Spark gives one."""
+    return getattr(exc, "_stackTrace", None) or ""
+
+
+def set_jvm_log_level(spark, logger: str, level: str) -> None:
+    """One log4j2 logger of the driver's JVM to ``level`` (ERROR, WARN, …)."""
+    jvm = spark.sparkContext._jvm
+    jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(logger, getattr(jvm.org.apache.logging.log4j.Level, level))
+
+
+def shut_down_jvm(spark) -> None:
+    """Stop Spark and its JVM now, not when Python exits: pyspark keeps the gateway (and the JVM
+    process) for the next session otherwise, and a test run or a stopped driver must leave nothing."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    spark.stop()
+    if gateway is not None:
+        gateway.shutdown()
+        proc = getattr(gateway, "proc", None)
+        if proc is not None:
+            proc.stdin.close()
+            try:
+                proc.wait(timeout=15)
+            except Exception:  # noqa: BLE001 - a JVM that does not exit is killed
+                proc.kill()
+        SparkContext._gateway = None
+        SparkContext._jvm = None
+
+
+# --- Catalyst: the analyzed plan of a DataFrame ---------------------------------------------------
+
+def _seq(scala_seq) -> list:
+    return [scala_seq.apply(i) for i in range(scala_seq.size())]
+
+
+def _simple_name(obj) -> str:
+    return obj.getClass().getSimpleName()
+
+
+def _find_aggregate(logical_plan):
+    todo = [logical_plan]
+    while todo:
+        node = todo.pop(0)
+        if _simple_name(node) == "Aggregate":
+            return node
+        todo.extend(_seq(node.children()))
+    return None
+
+
+def _buffers(agg_expression) -> tuple[str, tuple[str, ...]]:
+    fn = agg_expression.aggregateFunction()
+    try:
+        attrs = fn.aggBufferAttributes()
+    except Exception:  # RuntimeReplaceableAggregate (count_if, ...): the replacement keeps the state
+        fn = fn.replacement()
+        attrs = fn.aggBufferAttributes()
+    return _simple_name(fn), tuple(a.name() for a in _seq(attrs))
+
+
+def aggregate_buffers(df) -> list[tuple[str, str, tuple[str, ...]]] | None:
+    """Per output column of the first Aggregate in the analyzed plan of ``df`` (not started): (column,
+    the aggregate function's class when the column is one aggregate, the buffer names it adds to the
+    state value). Catalyst through py4j (``_jdf``): streamapp state reads it to name state columns.
+
+    Buffers appear in the state value in the order Spark collects distinct aggregate expressions
+    from the output; an expression used by two columns is kept once (its buffers go to the first).
+    None for a plan of another shape.
+    """
+    try:
+        node = _find_aggregate(df._jdf.queryExecution().analyzed())
+        if node is None:
+            return None
+        seen: list = []
+        found: list[tuple[str, str, tuple[str, ...]]] = []
+        for named in _seq(node.aggregateExpressions()):
+            top = named.child() if _simple_name(named) == "Alias" else named
+            aggs, todo = [], [top]
+            while todo:
+                expr = todo.pop(0)
+                if _simple_name(expr) == "AggregateExpression":
+                    aggs.append(expr)
+                else:
+                    todo.extend(_seq(expr.children()))
+            names: list[str] = []
+            fn_name = ""
+            for a in aggs:
+                if any(a.semanticEquals(s) for s in seen):
+                    continue
+                seen.append(a)
+                fn_name, bufs = _buffers(a)
+                names.extend(bufs)
+            direct_fn = fn_name if _simple_name(top) == "AggregateExpression" and names else ""
+            found.append((named.name(), direct_fn, tuple(names)))
+        return found
+    except Exception:  # noqa: BLE001 - an unexpected plan shape
+        return None

@@ -1,0 +1,83 @@
+"""``streamapp state FILE --stream NAME [--key col=value ...]``: a stream's aggregate state from the checkpoint.
+
+Runs local Spark only (no Kafka): reads the state store of the stream's query at its last committed
+batch. Mistakes that need no Spark (unknown stream, stateless stream, no committed batch, bad --key)
+are reported before a JVM starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+
+log = logging.getLogger("streamapp.runtime")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", help="the StreamApp manifest (YAML)")
+    parser.add_argument("--checkpoint", metavar="DIR", help="checkpoint root (default: $STREAMAPP_CHECKPOINT_DIR, "
+                        "else ./.streamapp/checkpoints/<app>)")
+    parser.add_argument("--stream", required=True, metavar="NAME", help="the stream whose aggregate state to show")
+    parser.add_argument("--key", action="append", default=[], metavar="COLUMN=VALUE",
+                        help="only groups whose groupBy column equals VALUE (repeatable; compared as text)")
+    parser.add_argument("-o", "--output", choices=("table", "json"), default="table", help="output format")
+
+
+def run(args: argparse.Namespace) -> int:
+    from streamapp_runtime.cli import load_app
+    from streamapp_runtime.run.settings import checkpoint_root
+    from streamapp_runtime.state import StateError, find_target, parse_keys
+
+    app = load_app(args.file)
+    try:
+        target = find_target(app, checkpoint_root(args.checkpoint, dict(os.environ), app.metadata.name), args.stream)
+        keys = parse_keys(args.key, target.group_by, args.stream)
+    except StateError as exc:
+        print(f"streamapp state: {exc}", file=sys.stderr)
+        return 2
+    try:
+        rows = query(app, target, keys)
+    except StateError as exc:
+        print(f"streamapp state: {exc}", file=sys.stderr)
+        return 2
+    print(render(rows, target, keys, args.output))
+    return 0
+
+
+def query(app, target, keys) -> list[dict]:
+    """Read the state with the active SparkSession when there is one (tests, notebooks), else a local one."""
+    from pyspark.sql import SparkSession
+
+    from streamapp_runtime import plan
+    from streamapp_runtime.run.session import create_session, stop_session
+    from streamapp_runtime.run.settings import spark_defaults
+    from streamapp_runtime.state import read_state
+
+    options = plan.kafka_options(app, None, {})  # only to compile the plan: nothing connects to Kafka
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return read_state(active, app, target, keys, options)
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    conf = spark_defaults(app.metadata.name, app.spec.state.store, {})
+    conf.update({"spark.master": "local[1]", "spark.app.name": f"streamapp-state-{app.metadata.name}"})
+    spark = create_session(conf)
+    try:
+        return read_state(spark, app, target, keys, options)
+    finally:
+        stop_session(spark)
+
+
+def render(rows: list[dict], target, keys: dict[str, str], output: str) -> str:
+    from streamapp_runtime.state import format_table, output_columns
+
+    if output == "json":
+        return json.dumps({"stream": target.stream, "query": target.query, "checkpoint": target.checkpoint,
+                           "batchId": target.batch_id, "keys": keys, "rows": rows}, indent=2, default=str)
+    header = (f"# stream {target.stream}: state of query {target.query} at batch {target.batch_id} "
+              f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+    if not rows:
+        return header
+    return header + "\n" + format_table(rows, output_columns(rows, target))

@@ -1,0 +1,136 @@
+"""The driver contract (docs/runtime-contract.md): every name and format that the operator and the
+runtime share, stated once. The operator writes the driver pod and its ConfigMap from these; the
+runtime reads them back with the same names. Pure, and imports nothing but the standard library, so
+both sides (and the API's tests) can import it.
+"""
+
+from __future__ import annotations
+
+import re
+
+# --- the ConfigMap, mounted read-only in the driver pod -----------------------------------------
+CONFIG_DIR = "/etc/streamapp"
+MANIFEST_FILE = "streamapp.yaml"
+SPARK_PROPERTIES_FILE = "spark.properties"
+EXECUTOR_TEMPLATE_FILE = "executor-template.yaml"
+
+# --- the environment of the driver container ----------------------------------------------------
+ENV_CHECKPOINT_DIR = "STREAMAPP_CHECKPOINT_DIR"
+ENV_METRICS_PORT = "STREAMAPP_METRICS_PORT"
+ENV_POD_IP = "STREAMAPP_POD_IP"
+ENV_KAFKA_PREFIX = "STREAMAPP_KAFKA_"  # envFrom spec.kafka.secretRef: STREAMAPP_KAFKA_SASL_JAAS_CONFIG
+ENV_POSTGRES_PREFIX = "STREAMAPP_POSTGRES_"
+
+
+def postgres_uri_env(secret_name: str) -> str:
+    """The variable that carries a Postgres sink's connection URI (the operator sets it from the
+    Secret): the secret's name upper-cased, every other character than a letter or digit as ``_``."""
+    return ENV_POSTGRES_PREFIX + re.sub(r"[^A-Za-z0-9]", "_", secret_name).upper()
+
+
+def kafka_env_options(environ: dict[str, str]) -> dict[str, str]:
+    """``STREAMAPP_KAFKA_SASL_JAAS_CONFIG=…`` → ``{'sasl.jaas.config': …}``."""
+    return {k[len(ENV_KAFKA_PREFIX):].lower().replace("_", "."): v for k, v in environ.items()
+            if k.startswith(ENV_KAFKA_PREFIX) and len(k) > len(ENV_KAFKA_PREFIX)}
+
+
+# Which of an app's Kafka client options (spec.kafka.options and its Secret's keys) the operator's and
+# the runtime's own admin clients (librdkafka: partition counts, waiting for topics) take: how to reach
+# and authenticate to the cluster, nothing that loads code or changes files (plugin.library.paths…).
+ADMIN_OPTION_PREFIXES = ("security.", "sasl.", "ssl.")
+
+
+def admin_client_options(options: dict[str, str]) -> dict[str, str]:
+    """The options an admin client of ours takes from an app's (un-prefixed) Kafka client options."""
+    return {k: v for k, v in options.items() if k.startswith(ADMIN_OPTION_PREFIXES)}
+
+
+# --- metrics and health, served by the driver -----------------------------------------------------
+METRICS_PORT = 9090
+HEALTH_PATH = "/healthz"
+METRICS_PATH = "/metrics"
+# The metrics the operator reads for status (the runtime serves more).
+METRIC_SOURCE_LAG = "streamapp_source_lag_records"
+METRIC_LAST_BATCH = "streamapp_last_batch_timestamp_seconds"
+METRIC_SHUFFLE_PARTITIONS = "streamapp_shuffle_partitions"
+
+# --- the checkpoint -------------------------------------------------------------------------------
+CHECKPOINT_MOUNT = "/var/lib/streamapp/checkpoint"
+DLQ_QUERY_PREFIX = "dlq-"
+
+
+def state_generation(reset_nonce: str | None) -> str:
+    """The checkpoint sub-directory of one state generation: a reset starts a fresh one."""
+    return f"gen-{reset_nonce or '0'}"
+
+
+def checkpoint_root(base: str, reset_nonce: str | None) -> str:
+    """The app's checkpoint root for its current state generation, under ``base`` (a path or a URI)."""
+    return join(base, state_generation(reset_nonce))
+
+
+def query_checkpoint(root: str, query: str) -> str:
+    """Where one query keeps its offsets, commits and state, under the app's checkpoint root."""
+    return join(root, query)
+
+
+def dlq_query(source: str) -> str:
+    return f"{DLQ_QUERY_PREFIX}{source}"
+
+
+def join(base: str, name: str) -> str:
+    """``base/name`` for a local path or a URI (``s3a://bucket/x``): never through pathlib, which
+    would fold ``s3a://`` into ``s3a:/``."""
+    if not base or not name or "/" in name:
+        raise ValueError(f"a checkpoint location joins a base and one path segment, got {base!r} and {name!r}")
+    return f"{base.rstrip('/')}/{name}"
+
+
+# --- Spark settings that depend on the app --------------------------------------------------------
+STATE_STORE_PROVIDERS = {
+    "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+    "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
+}
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+
+
+def app_sql_conf(store: str) -> dict[str, str]:
+    """The SQL settings every query of an app runs with. The operator writes them into
+    spark.properties; the runtime sets them on its session when it starts the app (a session of
+    ``streamapp run`` or of a test may have run another app before)."""
+    return {
+        "spark.sql.streaming.stateStore.providerClass": STATE_STORE_PROVIDERS[store],
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+        "spark.sql.session.timeZone": "UTC",
+    }
+
+
+# --- spark.properties -----------------------------------------------------------------------------
+class PropertiesError(ValueError):
+    """A spark.properties line that cannot be read; the message names the file and the line."""
+
+
+def format_properties(props: dict[str, str]) -> str:
+    """One ``key=value`` a line, in the order given. A value may not span lines."""
+    for key, value in props.items():
+        if "\n" in value or "\n" in key or "=" in key:
+            raise PropertiesError(f"{key!r}: a spark.properties key has no '=' and neither part a newline")
+    return "".join(f"{key}={value}\n" for key, value in props.items())
+
+
+_LINE = re.compile(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$")
+
+
+def parse_properties(text: str, origin: str = SPARK_PROPERTIES_FILE) -> dict[str, str]:
+    """``key=value`` lines (also ``key: value`` and ``key value``, as Spark's own file allows;
+    ``#``/``!`` comments and blank lines ignored) → dict. A bad line is named with its number."""
+    conf: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        match = _LINE.match(line)
+        if match is None:
+            raise PropertiesError(f"{origin}:{number}: expected 'key=value', got {raw!r}")
+        conf[match.group(1)] = match.group(2).strip()
+    return conf

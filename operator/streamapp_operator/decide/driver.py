@@ -1,0 +1,202 @@
+"""The driver's fate in one reconcile: what to do to the pod and what status says about it.
+
+restarts.restart_decision picks an action from the pod and the restart history; each action has one
+function here that turns it into a DriverOutcome. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+from streamapp_api import StreamApp
+
+from .. import names
+from ..render import Launch, render_driver_pod
+from .changes import Change
+from .restarts import FAILURE_CAUSES, RestartDecision, RestartHistory, restart_decision
+from .status import Cond, parse_time, rfc3339
+from .world import DriverAction, Event, Observed, Settings
+
+SUSPENDED = Cond("Ready", False, "Suspended", "spec.suspend is true")
+
+
+@dataclass(frozen=True)
+class DriverInputs:
+    """What the driver's fate is decided from, besides the pod and the status in ``obs``."""
+
+    obs: Observed
+    settings: Settings
+    app: StreamApp  # with the spec the driver should run (while a change is refused: the applied one)
+    change: Change
+    launch: Launch | None  # None: no executor count known yet (partitions unreadable), no driver to start
+    config: dict | None  # the ConfigMap the driver reads (None without a launch)
+    config_hash: str | None  # of ``config``, annotated on the driver pod
+    config_stale: bool  # the ConfigMap in the cluster holds something other than ``config``
+    history: RestartHistory
+    kafka_retry: timedelta  # when to look again while partition counts cannot be read
+    now: datetime
+
+
+@dataclass(frozen=True)
+class DriverOutcome:
+    """What one reconcile does to the driver pod, and what status says about it."""
+
+    phase: str
+    ready: Cond
+    restarts: int
+    last_restart: dict | None  # status.lastRestart
+    driver_pod: str | None  # status.driverPod: the driver that should exist (None: deliberately none)
+    action: DriverAction | None = None
+    pod: dict | None = None  # the driver pod to create (action "create")
+    status_first: bool = False  # record the outcome in status before acting (deletions)
+    requeue: timedelta | None = None
+    restarted: bool = False  # a failure was counted
+    config_write: dict | None = None  # the ConfigMap to bring up to date
+    progress: Cond | None = None
+    degraded: Cond | None = None
+    events: tuple[Event, ...] = ()
+
+
+def restart_history(obs: Observed) -> RestartHistory:
+    status = obs.status
+    gave_up = status.get("phase") == "Failed" and status.get("observedGeneration") == obs.generation
+    last = status.get("lastRestart") or {}
+    return RestartHistory(
+        restarts=0 if status.get("phase") == "Failed" and not gave_up else int(status.get("restarts") or 0),
+        # the backoff runs from the last failure; a planned restart waits for none
+        last_restart=parse_time(last.get("time")) if last.get("reason") in FAILURE_CAUSES else None,
+        driver_expected=bool(status.get("driverPod")),
+        gave_up=gave_up,
+    )
+
+
+def driver_outcome(inputs: DriverInputs) -> DriverOutcome:
+    decision = restart_decision(inputs.obs.driver.pod, inputs.history, inputs.app.spec.restart_policy, inputs.now)
+    return OUTCOME_OF_ACTION[decision.action](inputs, decision)
+
+
+def _as_recorded(inputs: DriverInputs, phase: str, ready: Cond, **changes) -> DriverOutcome:
+    """An outcome that leaves the driver's record in status (restarts, lastRestart, driverPod) as it
+    was, but for ``changes``."""
+    status = inputs.obs.status
+    return replace(DriverOutcome(phase, ready, inputs.history.restarts, status.get("lastRestart"),
+                                 status.get("driverPod")), **changes)
+
+
+def _keep(inputs: DriverInputs, decision: RestartDecision) -> DriverOutcome:
+    """The driver is pending or running: leave it, unless it is to be suspended or replaced."""
+    if decision.action == "reset_count":  # it ran long enough: earlier failures no longer count
+        inputs = replace(inputs, history=replace(inputs.history, restarts=0))
+    if inputs.app.spec.suspend:
+        return _as_recorded(inputs, "Suspended", SUSPENDED, action="delete", status_first=True, driver_pod=None,
+                            events=(Event("Normal", "Suspending", "stopping the driver gracefully; checkpoint kept"),))
+    replacement = _replacement(inputs)
+    if replacement:
+        cause, why = replacement
+        return _as_recorded(
+            inputs, "Restarting", Cond("Ready", False, "Restarting", why),
+            action="delete", status_first=True, driver_pod=None,
+            last_restart={"time": rfc3339(inputs.now), "reason": cause},
+            progress=Cond("Progressing", True, "Restarting", why),
+            events=(Event("Normal", "Restarting", f"stopping the driver gracefully: {why}"),))
+    return _keep_running(inputs)
+
+
+def _keep_running(inputs: DriverInputs) -> DriverOutcome:
+    obs = inputs.obs
+    running = obs.driver.pod.state == "running"
+    healthy = running and obs.driver.pod.ready
+    # Running once Ready; a Ready driver whose queries turn unhealthy stays Running (Ready False)
+    phase = "Running" if healthy or (running and obs.status.get("phase") == "Running") else "Starting"
+    ready = Cond("Ready", healthy,
+                 "DriverReady" if healthy else ("DriverNotReady" if running else "DriverPending"),
+                 "" if healthy else ("queries not healthy yet (/healthz)" if running else "driver pod not running yet"))
+    # A change with no effect on the running driver still goes into its ConfigMap, so the record of
+    # what it runs stays current.
+    rewrite = inputs.change.kind == "ignore" and inputs.config and obs.applied and inputs.config_stale
+    return _as_recorded(inputs, phase, ready, driver_pod=names.driver_pod(obs.name),
+                        config_write=inputs.config if rewrite else None)
+
+
+def _replacement(inputs: DriverInputs) -> tuple[str, str] | None:
+    """(lastRestart reason, why) the running driver must be replaced by one with the new settings, or None."""
+    change, launch, obs = inputs.change, inputs.launch, inputs.obs
+    if change.kind in ("restart", "reset") and obs.applied is not None and obs.applied.spec is not None:
+        verb = "reset state" if change.kind == "reset" else "restart"
+        return "SpecChange", f"{change.field} changed ({verb})"
+    if launch is not None and obs.driver.executors is not None and launch.executors != obs.driver.executors:
+        return "Rescale", f"rescale from {obs.driver.executors} to {launch.executors} executors"
+    return None
+
+
+def _wait(inputs: DriverInputs, decision: RestartDecision) -> DriverOutcome:
+    """The old driver is still terminating, or the restart backoff has not passed: look again later."""
+    obs, suspend = inputs.obs, inputs.app.spec.suspend
+    terminating = obs.driver.pod.state == "terminating"
+    if suspend and not terminating:
+        return _as_recorded(inputs, "Suspended", SUSPENDED)
+    ready = Cond("Ready", False, "Terminating" if terminating else "Backoff", decision.reason)
+    backoff = f"restart {inputs.history.restarts} after backoff: {obs.status.get('message', '')}"
+    degraded = None if terminating else Cond("Degraded", True, "Restarting", backoff)
+    return _as_recorded(inputs, "Suspended" if suspend else "Restarting", ready,
+                        requeue=decision.delay or inputs.settings.terminating_poll, degraded=degraded)
+
+
+def _record_failure(inputs: DriverInputs, decision: RestartDecision) -> DriverOutcome:
+    """The driver failed, exited or vanished: count a restart, record it, then clear the dead pod away."""
+    restarts = inputs.history.restarts + 1
+    last_restart = {"time": rfc3339(inputs.now), "reason": decision.cause}
+    if decision.exit_code is not None:
+        last_restart["exitCode"] = decision.exit_code
+    why = f"{decision.reason}; restart {restarts} in {int(decision.delay.total_seconds())}s"
+    return _as_recorded(
+        inputs, "Restarting", Cond("Ready", False, "DriverFailed", why),
+        action="delete_now" if inputs.obs.driver.pod.state != "absent" else None, status_first=True,
+        restarts=restarts, last_restart=last_restart, driver_pod=None, restarted=True, requeue=decision.delay,
+        degraded=Cond("Degraded", True, "DriverFailed", why), events=(Event("Warning", "DriverFailed", why),))
+
+
+def _clear(inputs: DriverInputs, decision: RestartDecision) -> DriverOutcome:
+    """A dead pod whose failure is already counted: delete it."""
+    return _as_recorded(inputs, "Restarting", Cond("Ready", False, "DriverFailed", decision.reason),
+                        action="delete_now", requeue=inputs.settings.terminating_poll)
+
+
+def _give_up(inputs: DriverInputs, decision: RestartDecision) -> DriverOutcome:
+    """restartPolicy.maxRestarts reached: phase Failed until the spec changes (a dead pod stays for inspection)."""
+    first_time = inputs.obs.status.get("phase") != "Failed"
+    return _as_recorded(inputs, "Failed", Cond("Ready", False, "MaxRestartsReached", decision.reason),
+                        driver_pod=None, degraded=Cond("Degraded", True, "MaxRestartsReached", decision.reason),
+                        events=(Event("Warning", "GaveUp", decision.reason),) if first_time else ())
+
+
+def _create(inputs: DriverInputs, decision: RestartDecision) -> DriverOutcome:
+    """No driver pod and none expected: start one, unless suspended or its executor count is unknown."""
+    obs, app, launch = inputs.obs, inputs.app, inputs.launch
+    if app.spec.suspend:
+        return _as_recorded(inputs, "Suspended", SUSPENDED)
+    if launch is None:
+        return _as_recorded(inputs, "Pending",
+                            Cond("Ready", False, "WaitingForKafka", "partition counts needed to size the first driver"),
+                            requeue=inputs.kafka_retry)
+    driver_pod = names.driver_pod(obs.name)
+    return _as_recorded(
+        inputs, "Starting", Cond("Ready", False, "DriverCreated", "driver pod created"),
+        action="create", pod=render_driver_pod(app, obs.uid, launch, inputs.config_hash), driver_pod=driver_pod,
+        config_write=inputs.config if inputs.config_stale else None,
+        progress=Cond("Progressing", True, "DriverCreated", f"driver started with {launch.executors} executors"),
+        events=(Event("Normal", "DriverCreated", f"driver {driver_pod} with {launch.executors} executors, "
+                                                 f"checkpoint {names.checkpoint_dir(app.spec.state.reset_nonce)}"),))
+
+
+# One function per restarts.Action (a unit test checks none is missing).
+OUTCOME_OF_ACTION = {
+    "keep": _keep,
+    "reset_count": _keep,
+    "wait": _wait,
+    "record_failure": _record_failure,
+    "clear": _clear,
+    "give_up": _give_up,
+    "create": _create,
+}

@@ -1,0 +1,51 @@
+"""`streamapp run --dry-run`: every query's DataFrame compiled on real Spark, none started, no Kafka
+needed; a bad expression comes back with its step path."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from streamapp_api import load
+from streamapp_runtime.run import runner
+from streamapp_runtime.run.settings import Settings
+from streamapp_runtime.compile.steps import StepError
+from streamapp_testbed.paths import REPO_DIR
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+NO_BROKER = "127.0.0.1:9"  # nothing listens: a dry run must not need Kafka
+
+
+def _example(name: str, edit=lambda text: text):
+    return load(yaml.safe_load(edit((REPO_DIR / "examples" / f"{name}.yaml").read_text())))
+
+
+def _dry_run(spark, app, tmp_path):
+    return runner.dry_run(spark, app, Settings(checkpoint_root=str(tmp_path), kafka_override=NO_BROKER))
+
+
+@pytest.mark.parametrize("name", ["click-sessions", "stock-stats", "not-looking-at-facebook", "profile-enrichment"])
+def test_every_query_of_an_example_compiles_without_starting(spark, tmp_path, name):
+    app = _example(name)
+    lines = _dry_run(spark, app, tmp_path)
+    assert len(lines) == len(app.spec.sinks) + sum(s.format == "json" for s in app.spec.sources) * app.spec.dead_letter.enabled
+    assert spark.streams.active == [], "nothing started"
+    assert not any(tmp_path.iterdir()), "no checkpoint written"
+
+
+def test_the_column_types_a_postgres_sink_gets_are_shown(spark, tmp_path):
+    lines = _dry_run(spark, _example("click-sessions"), tmp_path)
+    assert "query sessions-session_stats (postgres, append mode) writes: window_start timestamp, window_end " \
+           "timestamp, session_id string, uuid string, clicks bigint, page_views bigint, time_spent bigint" in lines
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda t: t.replace("count_if(event = 'click')", "cnt_if(event = 'click')"),
+     "spec.streams[0].steps[2].aggregate.columns.clicks: cnt_if() is not a Spark SQL function; did you mean count_if()"),
+    (lambda t: t.replace("event IN ('click', 'page_view')", "evnt IN ('click')"),
+     "spec.streams[0].steps[0].filter: Spark refused it: [UNRESOLVED_COLUMN.WITH_SUGGESTION]"),
+])
+def test_a_bad_expression_is_named_by_its_step(spark, tmp_path, edit, message):
+    with pytest.raises(StepError) as raised:
+        _dry_run(spark, _example("click-sessions", edit), tmp_path)
+    assert str(raised.value).startswith(message)

@@ -1,0 +1,96 @@
+"""Spark behaviours the runtime leans on, asserted on the Spark the project pins: run this file first
+after a Spark upgrade. Each test names the runtime code that depends on it. (Shuffle partitions pinned
+by a checkpoint's offset log: tests/runtime/test_shuffle_partitions.py.)"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+import pytest
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from streamapp_runtime import spark_compat
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def _files(folder, rows) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"part-{len(list(folder.iterdir()))}.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def _ids_of_batches(spark, source, checkpoint) -> list[str]:
+    """Run a file-source query with availableNow; the query id foreachBatch saw in each batch."""
+    seen: list[str] = []
+    df = spark.readStream.schema("n INT").json(str(source))
+    query = (df.writeStream.foreachBatch(lambda batch, _id: seen.append(spark_compat.query_id(batch)))
+             .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+    query.awaitTermination(120)
+    assert query.exception() is None
+    return seen
+
+
+def test_foreach_batch_sees_a_query_id_that_its_checkpoint_keeps(spark, tmp_path):
+    """sinks/postgres.py keys its ledger by it: one checkpoint, one id; a new checkpoint, a new id."""
+    source = tmp_path / "in"
+    _files(source, [{"n": 1}])
+    first = _ids_of_batches(spark, source, tmp_path / "ck")
+    _files(source, [{"n": 2}])
+    again = _ids_of_batches(spark, source, tmp_path / "ck")
+    fresh = _ids_of_batches(spark, source, tmp_path / "other")
+    assert first and again and fresh and None not in first + again + fresh
+    assert set(first) == set(again), "restarted on its checkpoint: the same id"
+    assert set(fresh).isdisjoint(first), "a new checkpoint: another id"
+
+
+def test_a_failed_query_carries_the_jvm_cause(spark, tmp_path):
+    """runner.failure_text / recovery.decide read the causes to tell a lost broker from a bug."""
+    source = tmp_path / "in"
+    _files(source, [{"n": 1}])
+    df = spark.readStream.schema("n INT").json(str(source)).select(F.expr("raise_error('boom from a test')"))
+    query = df.writeStream.format("noop").option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start()
+    with pytest.raises(StreamingQueryException):
+        query.awaitTermination(120)
+    trace = spark_compat.jvm_stack_trace(query.exception())
+    assert "boom from a test" in str(query.exception())
+    assert "org.apache.spark.sql.execution.streaming.StreamExecution" in trace, "the JVM frames come with it"
+
+
+def test_from_json_flags_a_record_of_the_wrong_shape_in_the_corrupt_column(spark):
+    """sources.py sends records Spark flags this way to the dead-letter topic (with the reason)."""
+    schema = T.StructType([T.StructField("n", T.IntegerType()), T.StructField("_corrupt", T.StringType())])
+    rows = spark.createDataFrame([('{"n": 1}',), ('{"n": "many"}',), ("{not json",)], "value STRING")
+    parsed = rows.select(F.from_json("value", schema, {"columnNameOfCorruptRecord": "_corrupt"}).alias("p"))
+    got = [(r["p"]["n"], r["p"]["_corrupt"]) for r in parsed.collect()]
+    assert got == [(1, None), (None, '{"n": "many"}'), (None, "{not json")]
+
+
+def test_window_time_is_the_last_instant_of_the_window(spark):
+    """steps/windows.py carries it as the event time of a windowed aggregate's rows (chained windows)."""
+    df = spark.createDataFrame([(datetime(2026, 1, 1, 0, 0, 30),)], "ts TIMESTAMP")
+    row = df.groupBy(F.window("ts", "1 minute").alias("w")).count().select(
+        F.col("w.end").alias("end"), F.window_time("w").alias("t")).collect()[0]
+    assert (row["end"] - row["t"]).total_seconds() == pytest.approx(1e-6)
+
+
+def test_aggregate_buffers_are_read_from_the_analyzed_plan(spark):
+    """state.py names the columns of `streamapp state` from them (Catalyst through py4j)."""
+    df = spark.createDataFrame([("a", 1.0)], "k STRING, x DOUBLE").groupBy("k").agg(
+        F.expr("count(*)").alias("n"), F.expr("sum(x)").alias("total"), F.expr("avg(x)").alias("mean"),
+        F.expr("count_if(x > 0)").alias("positive"))
+    found = {column: (fn, buffers) for column, fn, buffers in spark_compat.aggregate_buffers(df)}
+    assert found["n"] == ("Count", ("count",))
+    assert found["total"] == ("Sum", ("sum",))
+    assert found["mean"][1] == ("sum", "count")
+    assert found["positive"][1] == ("count",), "a replaced aggregate (count_if) keeps its replacement's buffer"
+
+
+def test_the_driver_log_level_of_a_jvm_logger_can_be_set(spark):
+    """session.quiet_kafka_clients quiets Kafka's NetworkClient while a broker is down."""
+    spark_compat.set_jvm_log_level(spark, "org.apache.kafka.clients.NetworkClient", "ERROR")
+    jvm = spark.sparkContext._jvm
+    level = jvm.org.apache.logging.log4j.LogManager.getLogger("org.apache.kafka.clients.NetworkClient").getLevel()
+    assert level.toString() == "ERROR"
