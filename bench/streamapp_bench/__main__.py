@@ -25,7 +25,7 @@ from pathlib import Path
 from streamapp_testbed import bed, netguard
 from streamapp_testbed.paths import REPO_DIR, versions
 
-from . import controlplane, dataplane, kstreams, recovery, report
+from . import controlplane, dataplane, delivery, kstreams, recovery, report
 
 BENCH_DIR = REPO_DIR / "bench"
 # name -> (test bed parts, how to run it with the parsed arguments)
@@ -33,6 +33,10 @@ BENCHES = {
     "dataplane": (("kafka", "postgres"), lambda tb, wd, a: dataplane.run(
         tb, wd, n=a.n, partitions=a.partitions, live_seconds=a.live_seconds, max_offsets=a.max_offsets or max(a.n // 30, 1000),
         users=a.users, timeout=a.timeout, min_seconds=a.min_seconds, only=a.engines)),
+    # delivery exactly-once against at-least-once on the Kafka sink (issue 19)
+    "delivery": (("kafka",), lambda tb, wd, a: delivery.run(
+        tb, wd, n=a.delivery_n, partitions=a.partitions, max_offsets=max(a.delivery_n // 30, 1000), users=a.users,
+        repeats=a.repeats, live_seconds=a.live_seconds, timeout=a.timeout)),
     "controlplane": (("kafka", "kube", "kwok"), lambda tb, wd, a: controlplane.run(
         tb, wd, total=a.apps, batch=a.batch, fail=a.fail, settle=a.settle, timeout=a.timeout,
         profile_seconds=a.profile_seconds)),
@@ -65,6 +69,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("benches", nargs="*", metavar="BENCH", help=f"any of {', '.join(BENCHES)} (default: all)")
     p.add_argument("--n", type=int, default=3_000_000, help="events in the data-plane backlog")
     p.add_argument("--partitions", type=int, default=4)
+    p.add_argument("--delivery-n", type=int, default=1_000_000, help="events in the delivery bench's backlog")
+    p.add_argument("--repeats", type=int, default=3, help="delivery: throughput runs of each engine, interleaved")
     p.add_argument("--users", type=int, default=5000, help="concurrent users of the generator")
     p.add_argument("--max-offsets", type=int, default=0, help="Spark maxOffsetsPerTrigger (default N/30)")
     p.add_argument("--engines", type=lambda text: tuple(e for e in text.split(",") if e), default=(),

@@ -43,7 +43,7 @@ class Run:
     postgres_dsn: str | None = None
 
 
-def manifest(run: Run, name: str, dead_letters: bool = True) -> dict:
+def manifest(run: Run, name: str, dead_letters: bool = True, delivery: str = "at-least-once") -> dict:
     """examples/click-sessions.yaml pointed at the bench's topics."""
     doc = yaml.safe_load(EXAMPLE.read_text())
     doc["metadata"]["name"] = name
@@ -55,6 +55,7 @@ def manifest(run: Run, name: str, dead_letters: bool = True) -> dict:
     spec["streams"][0]["emit"] = run.mode
     sinks = [s for s in spec["sinks"] if "kafka" in s]
     sinks[0]["kafka"]["topic"] = run.target
+    sinks[0]["kafka"]["delivery"] = delivery
     if run.postgres_dsn:
         sinks += [s for s in spec["sinks"] if "postgres" in s]
     spec["sinks"] = sinks
@@ -64,12 +65,13 @@ def manifest(run: Run, name: str, dead_letters: bool = True) -> dict:
     return doc
 
 
-def runtime(run: Run, available_now: bool = False, dead_letters: bool = True) -> ManagedProcess:
+def runtime(run: Run, available_now: bool = False, dead_letters: bool = True,
+            delivery: str = "at-least-once") -> ManagedProcess:
     name = f"bench-{run.target}"[:50].rstrip("-.").replace("_", "-").lower()
     if dead_letters:
         kafka_admin.create_topic(run.bootstrap, f"{name}.dlq")
     path = run.workdir / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(manifest(run, name, dead_letters), sort_keys=False))
+    path.write_text(yaml.safe_dump(manifest(run, name, dead_letters, delivery), sort_keys=False))
     argv = [sys.executable, "-m", "streamapp_api", "run", str(path), "--kafka", run.bootstrap,
             "--checkpoint", str(run.workdir / "checkpoint"), "--metrics-port", "-1"]
     if run.postgres_dsn:
@@ -118,4 +120,6 @@ def raw_progress(log: Path) -> list[tuple[int, int]]:
 
 ENGINES = {"runtime": runtime, "handwritten": handwritten, "kstreams": kafka_streams,
            # (a) with spec.deadLetter.enabled: false, to tell what the dead-letter query costs
-           "runtime-nodlq": lambda run: runtime(run, dead_letters=False)}
+           "runtime-nodlq": lambda run: runtime(run, dead_letters=False),
+           # (a) with the Kafka sink's delivery exactly-once (the delivery bench)
+           "runtime-eos": lambda run: runtime(run, delivery="exactly-once")}

@@ -8,7 +8,8 @@ from pathlib import Path
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 LABELS = {"runtime": "(a) StreamApp runtime", "handwritten": "(b) hand-written PySpark",
           "kstreams": "(c) Kafka Streams", "raw": "(d) raw consumer",
-          "runtime-nodlq": "(a′) runtime, dead letters off"}
+          "runtime-nodlq": "(a′) runtime, dead letters off",
+          "runtime-eos": "(a) runtime, Kafka sink exactly-once"}
 
 
 def _n(value, digits: int = 0, unit: str = "") -> str:
@@ -149,7 +150,24 @@ def recovery(r: dict) -> list[str]:
     return lines
 
 
-RENDER = {"dataplane": dataplane, "controlplane": controlplane, "recovery": recovery}
+def delivery(r: dict) -> list[str]:
+    d = r["result"]
+    rates, ratio = d["events_per_s"], d["eos_over_alo"]
+    lines = [f"**Delivery** — the data-plane workload (N = {d['n']:,} events on {d['partitions']} partitions, emit "
+             f"updates, `maxOffsetsPerTrigger` {d['max_offsets_per_trigger']:,}) through the Kafka sink with "
+             f"`delivery: at-least-once` (Spark's sink) and `exactly-once` (a Kafka transaction per batch partition), "
+             f"{d['repeats']} runs each, interleaved; latency at a fixed {d['live_rate']:,.0f} events/s.", "",
+             "| Kafka sink | events/s median (min–max) | latency p50 | latency p99 |", "| --- | ---: | ---: | ---: |"]
+    for engine, label in (("runtime", "at-least-once"), ("runtime-eos", "exactly-once")):
+        rate, lat = rates[engine], d["latency"].get(engine, {})
+        lines.append(f"| {label} | {_n(rate['median'])} ({_n(rate['min'])}–{_n(rate['max'])}) | "
+                     f"{_ms(lat.get('p50_ms'))} | {_ms(lat.get('p99_ms'))} |")
+    lines += ["", f"Exactly-once ÷ at-least-once throughput, per back-to-back pair: median {_n(ratio['median'], 2)} "
+              f"(min {_n(ratio['min'], 2)}, max {_n(ratio['max'], 2)}, {ratio['runs']} pairs)."]
+    return lines
+
+
+RENDER = {"dataplane": dataplane, "delivery": delivery, "controlplane": controlplane, "recovery": recovery}
 
 
 def render(results: dict[str, dict]) -> str:

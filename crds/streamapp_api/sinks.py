@@ -10,6 +10,15 @@ from pydantic import Field
 from .base import MAX_LIST, ApiModel, Column, Name, SecretRef, Topic, api_config, cel
 from .changes import ChangeClass
 
+# How a Kafka sink writes: Spark's own sink (a batch replayed after a crash is written again), or one
+# Kafka transaction per batch partition with a marker of the batch (docs/runtime.md, "Sinks and delivery").
+Delivery = Literal["at-least-once", "exactly-once"]
+DELIVERY_DESCRIPTION = (
+    "at-least-once: a micro-batch replayed after a crash is written again. exactly-once: each batch "
+    "partition is written in one Kafka transaction together with a marker of the batch, so a replay "
+    "writes nothing twice and readers with isolation.level=read_committed see every row once; "
+    "costs a transaction per partition and batch (README, benchmark figures).")
+
 _PG_IDENT = r"^[a-z_][a-z0-9_]{0,62}(\.[a-z_][a-z0-9_]{0,62})?$"
 
 
@@ -22,6 +31,7 @@ class KafkaSink(ApiModel):
         description="Column written as the message key. Default: the record key (_key) when the "
         "stream has one, else no key.",
     )
+    delivery: Delivery = Field(default="at-least-once", description=DELIVERY_DESCRIPTION)
 
 
 class PostgresSecretRef(SecretRef):

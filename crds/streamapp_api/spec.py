@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .base import MAX_LIST, ApiModel, Name, api_config, cel
 from .changes import IGNORE, RESCALE, RESTART, ByField, ByItem, BySteps, ChangeClass
 from .durations import Duration, Quantity, SparkMemory, cel_millis
-from .sinks import Sink
+from .sinks import DELIVERY_DESCRIPTION, Delivery, Sink
 from .sources import Kafka, Source, Table
 from .status import StreamAppStatus
 from .steps import MAX_STEPS, Step
@@ -179,6 +179,7 @@ class DeadLetter(ApiModel):
         max_length=249,
         description="Dead-letter topic. Default: '<metadata.name>.dlq'.",
     )
+    delivery: Delivery = Field(default="at-least-once", description=DELIVERY_DESCRIPTION)
 
 
 _EXECUTORS_IN_BOUNDS = cel(

@@ -60,3 +60,19 @@ def test_an_engine_too_fast_for_n_gets_a_backlog_it_works_at_least_min_seconds_o
     from streamapp_bench.measure import larger_n
 
     assert larger_n(3_000_000, {"output_seconds": span, "finished": finished}, 60) == expected
+
+
+def test_the_delivery_bench_reports_medians_with_their_spread():
+    from streamapp_bench import report
+    from streamapp_bench.delivery import spread
+
+    assert spread([3.0, None, 1.0, 2.0]) == {"median": 2.0, "min": 1.0, "max": 3.0, "runs": 3}
+    assert spread([None])["median"] is None
+    result = {"n": 1000, "partitions": 4, "max_offsets_per_trigger": 1000, "repeats": 3, "live_rate": 50.0,
+              "events_per_s": {"runtime": spread([100.0, 120.0, 110.0]), "runtime-eos": spread([80.0, 90.0, 70.0])},
+              "eos_over_alo": spread([0.8, 0.75, 0.64]),
+              "latency": {"runtime": {"p50_ms": 1500, "p99_ms": 3000}, "runtime-eos": {"p50_ms": 2500, "p99_ms": None}}}
+    lines = report.delivery({"result": result})
+    assert "| exactly-once | 80 (70–90) | 2.50 s | — |" in lines
+    assert "| at-least-once | 110 (100–120) | 1.50 s | 3.00 s |" in lines
+    assert lines[-1].startswith("Exactly-once ÷ at-least-once throughput, per back-to-back pair: median 0.75 (min 0.64, max 0.80, 3 pairs)")

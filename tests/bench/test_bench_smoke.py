@@ -32,7 +32,7 @@ def _run(kafka, tmp_path, source: str, target: str, **kw):
     return engines.Run(kafka.bootstrap, source, target, tmp_path, kw.pop("mode", "updates"), kw.pop("max_offsets", 1000), 2, **kw)
 
 
-@pytest.mark.parametrize("engine", ["runtime", "handwritten", "kstreams"])
+@pytest.mark.parametrize("engine", ["runtime", "runtime-eos", "handwritten", "kstreams"])
 def test_throughput_harness_accounts_for_every_event(engine, kafka, backlog, tmp_path):
     from streamapp_bench import dataplane
 
@@ -42,7 +42,7 @@ def test_throughput_harness_accounts_for_every_event(engine, kafka, backlog, tmp
     assert out["finished"], out.get("log_tail")
     assert out["events_accounted"] == counted
     assert out["output_rows"] > 0 and (out["events_per_s"] is None or out["events_per_s"] > 0)
-    if engine == "runtime":  # where its batches went, from Spark's progress
+    if engine.startswith("runtime"):  # where its batches went, from Spark's progress
         profile = out["batch_profile"]
         assert profile["batches"] >= 1 and profile["ms"]["addBatch"] > 0 and profile["rows_per_batch"] <= 1000
 

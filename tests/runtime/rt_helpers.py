@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
-from datetime import datetime, timezone
+from collections import defaultdict
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 from confluent_kafka import Consumer, Producer
 
 from streamapp_api import load
 from streamapp_runtime.run import runner
 from streamapp_runtime.run.settings import Settings
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def app(name: str, spec: dict, bootstrap: str = "kafka:9092") -> object:
@@ -76,3 +83,40 @@ def consume(bootstrap: str, topic: str, expect: int | None = None, timeout: floa
     finally:
         consumer.close()
     return out
+
+
+def closed_click_windows(events) -> dict:
+    """click-sessions computed in plain Python: (session_id, uuid, minute) -> (clicks, page_views,
+    time_spent) for every 1-minute window the 30 s watermark has closed."""
+    watermark = max(e.ts for e in events) - timedelta(seconds=30)
+    acc = defaultdict(lambda: [0, 0, 0])
+    for e in events:
+        if e.event not in ("click", "page_view"):
+            continue
+        start = e.ts.replace(second=0, microsecond=0)
+        row = acc[(e.session_id, e.uuid, start)]
+        row[0] += e.event == "click"
+        row[1] += e.event == "page_view"
+        row[2] += e.time_spent
+    return {k: tuple(v) for k, v in acc.items() if k[2] + timedelta(minutes=1) <= watermark}
+
+
+def start_run(path, bootstrap: str, checkpoint, log, available_now: bool = False, postgres: str | None = None,
+              **env_vars: str) -> subprocess.Popen:
+    """``streamapp run`` of the manifest at ``path`` as a process group of its own (the driver and its
+    JVM, so a test can kill both as a pod's death would), its output appended to ``log``."""
+    command = [sys.executable, "-m", "streamapp_api", "run", str(path), "--kafka", bootstrap, "--checkpoint",
+               str(checkpoint), "--metrics-port", "0"] + (["--postgres", f"pg={postgres}"] if postgres else []) \
+        + (["--available-now"] if available_now else [])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(REPO / p) for p in ("crds", "apps", "testbed")), **env_vars}
+    return subprocess.Popen(command, env=env, stdout=Path(log).open("ab"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def wait_while_running(predicate, proc: subprocess.Popen, log, timeout: float = 400) -> None:
+    """Wait for ``predicate`` while ``proc`` runs; fail with the end of its log if it exits or times out."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert proc.poll() is None, f"streamapp run exited early ({proc.returncode}):\n{Path(log).read_text()[-3000:]}"
+        assert time.monotonic() < deadline, f"timed out:\n{Path(log).read_text()[-3000:]}"
+        time.sleep(0.5)

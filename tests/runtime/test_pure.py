@@ -172,7 +172,7 @@ def test_metrics_from_progress_and_the_http_endpoint():
     finally:
         server.shutdown()
     assert json.dumps(metrics.totals["q"]) == json.dumps({"input": 120, "output": 12, "late": 3, "dead": 0, "batches": 1,
-                                                          "skipped": 0})
+                                                          "skipped": 0, "transactions": 0, "aborted": 0})
 
 
 def test_a_postgres_sinks_rows_and_skipped_partitions_reach_metrics_and_the_progress_line():
@@ -193,6 +193,35 @@ def test_a_postgres_sinks_rows_and_skipped_partitions_reach_metrics_and_the_prog
     assert metrics.registry.get_sample_value("streamapp_sink_partitions_skipped_total", labels) == 2
     assert metrics.registry.get_sample_value("streamapp_output_rows_total", labels) == 5
     assert metrics.totals["q"]["output"] == 5 and metrics.totals["q"]["skipped"] == 2
+
+
+def test_exactly_once_kafka_writers_markers_summaries_and_metrics():
+    from streamapp_runtime.sinks.kafka_transactions import (Written, aborted_writers, batch_summary, committed_through,
+                                                            writer_id)
+
+    # One writer per query, checkpoint and partition: a new checkpoint (a state reset) never reuses one.
+    assert writer_id("counts", "0c5e", 3) == "streamapp.counts.0c5e.3"
+    assert writer_id("counts", "0c5e", 3) != writer_id("counts", "77aa", 3)
+    # The marker is the offset batch + 1: none committed (Kafka's -1001), batch 0, batch 41.
+    assert [committed_through(o) for o in (-1001, 1, 42)] == [-1, 0, 41]
+    rows, committed, skipped, line = batch_summary("q", 7, [Written(0, 5), Written(1, 4, skipped=True), Written(2, 3)])
+    assert (rows, committed, skipped) == (8, 2, [1])
+    assert line == ("query q batch 7: 1 partition(s) (1) already committed to Kafka by this checkpoint (a batch "
+                    "replayed after a restart): not written again")
+    assert batch_summary("q", 8, [Written(0, 5)]) == (5, 1, [], None)
+    error = RuntimeError("Job aborted ... TransactionAborted: query q batch 3 partition 1: transaction streamapp.q.c.1 "
+                         "aborted: fenced\n ... caused by: ... transaction streamapp.q.c.1 aborted: fenced ... "
+                         "transaction streamapp.q.c.4 aborted: timed out")
+    assert aborted_writers(error) == 2 and aborted_writers(RuntimeError("executor lost")) == 0
+
+    metrics = Metrics("app", {}, {"dlq-clicks": "clicks"})
+    metrics.transactions("q", committed, 0)
+    metrics.transactions("q", 0, 2)
+    metrics.written("dlq-clicks", 0, 3, 0)  # a dead-letter query written by foreachBatch still counts its records
+    labels = {"app": "app", "query": "q"}
+    assert metrics.registry.get_sample_value("streamapp_kafka_transactions_total", labels) == 2
+    assert metrics.registry.get_sample_value("streamapp_kafka_transactions_aborted_total", labels) == 2
+    assert metrics.registry.get_sample_value("streamapp_dead_letter_records_total", {"app": "app", "source": "clicks"}) == 3
 
 
 SPARK_UNKNOWN = ("[UNRESOLVED_ROUTINE] Cannot resolve routine `cnt` on search path [`system`.`builtin`, "

@@ -10,18 +10,14 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
-import time
-from collections import defaultdict
-from datetime import timedelta
 from pathlib import Path
 
 import psycopg
 import pytest
 import yaml
 
-from rt_helpers import consume
+from rt_helpers import closed_click_windows as expected
+from rt_helpers import consume, start_run, wait_while_running
 from streamapp_testbed import clickstream
 from streamapp_testbed.kafka_admin import create_topic, produce
 
@@ -40,42 +36,12 @@ def manifest(topic: str, out: str, table: str) -> dict:
     return doc
 
 
-def expected(events: list[clickstream.Click]) -> dict:
-    watermark = max(e.ts for e in events) - timedelta(seconds=30)
-    acc = defaultdict(lambda: [0, 0, 0])
-    for e in events:
-        if e.event not in ("click", "page_view"):
-            continue
-        start = e.ts.replace(second=0, microsecond=0)
-        row = acc[(e.session_id, e.uuid, start)]
-        row[0] += e.event == "click"
-        row[1] += e.event == "page_view"
-        row[2] += e.time_spent
-    return {k: tuple(v) for k, v in acc.items() if k[2] + timedelta(minutes=1) <= watermark}
-
-
-def start(path: Path, kafka: str, dsn: str, checkpoint: Path, log: Path, available_now: bool = False,
-          **env_vars: str) -> subprocess.Popen:
-    command = [sys.executable, "-m", "streamapp_api", "run", str(path), "--kafka", kafka, "--checkpoint", str(checkpoint),
-               "--postgres", f"pg={dsn}", "--metrics-port", "0"] + (["--available-now"] if available_now else [])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(REPO / p) for p in ("crds", "apps", "testbed")), **env_vars}
-    return subprocess.Popen(command, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True)
-
-
 def committed_batches(dsn: str, query: str) -> int:
     with psycopg.connect(dsn) as conn:
         exists = conn.execute("SELECT to_regclass('streamapp_batches')").fetchone()[0]
         if exists is None:
             return 0
         return conn.execute("SELECT count(DISTINCT batch_id) FROM streamapp_batches WHERE query = %s", (query,)).fetchone()[0]
-
-
-def wait_for(predicate, proc: subprocess.Popen, log: Path, timeout: float = 400) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert proc.poll() is None, f"streamapp run exited early ({proc.returncode}):\n{log.read_text()[-3000:]}"
-        assert time.monotonic() < deadline, f"timed out:\n{log.read_text()[-3000:]}"
-        time.sleep(0.5)
 
 
 def test_kill_9_then_sigterm_then_finish_gives_the_uninterrupted_result(kafka, postgres, names, tmp_path):
@@ -89,9 +55,9 @@ def test_kill_9_then_sigterm_then_finish_gives_the_uninterrupted_result(kafka, p
     query = f"sessions-{table}"
 
     progress = tmp_path / "progress.jsonl"
-    first = start(path, kafka.bootstrap, postgres.dsn, checkpoint, log, STREAMAPP_PROGRESS_JSON=str(progress))
-    wait_for(lambda: committed_batches(postgres.dsn, query) >= 2 and progress.exists() and query in progress.read_text(),
-             first, log)
+    first = start_run(path, kafka.bootstrap, checkpoint, log, postgres=postgres.dsn, STREAMAPP_PROGRESS_JSON=str(progress))
+    wait_while_running(lambda: committed_batches(postgres.dsn, query) >= 2 and progress.exists()
+                       and query in progress.read_text(), first, log)
     os.killpg(first.pid, signal.SIGKILL)  # the driver and its JVM, as when a pod dies
     first.wait(30)
     # Spark's whole progress per batch, for profiling: each phase's duration, the state operator's figures.
@@ -102,13 +68,13 @@ def test_kill_9_then_sigterm_then_finish_gives_the_uninterrupted_result(kafka, p
     assert all(b["stateOperators"] and "commitTimeMs" in b["stateOperators"][0] for b in ours)
     killed_at = committed_batches(postgres.dsn, query)
 
-    second = start(path, kafka.bootstrap, postgres.dsn, checkpoint, log)
-    wait_for(lambda: committed_batches(postgres.dsn, query) > killed_at, second, log)
+    second = start_run(path, kafka.bootstrap, checkpoint, log, postgres=postgres.dsn)
+    wait_while_running(lambda: committed_batches(postgres.dsn, query) > killed_at, second, log)
     second.send_signal(signal.SIGTERM)
     assert second.wait(120) == 0, log.read_text()[-3000:]
     assert "stop requested" in log.read_text()
 
-    third = start(path, kafka.bootstrap, postgres.dsn, checkpoint, log, available_now=True)
+    third = start_run(path, kafka.bootstrap, checkpoint, log, available_now=True, postgres=postgres.dsn)
     assert third.wait(400) == 0, log.read_text()[-3000:]
 
     want = expected(events)

@@ -17,6 +17,7 @@ from streamapp_runtime.compile.frame import Frame
 CORRUPT = "__corrupt"
 PARSED = "__parsed"
 ERROR = "__error"
+ISOLATION = "kafka.isolation.level"
 RAW_KEY = "__raw_key"
 RAW_VALUE = "__raw_value"
 # Timestamps keep microseconds through the JSON round trips the runtime makes internally (table joins,
@@ -34,7 +35,9 @@ def schema_ddl(schema: dict[str, str], corrupt: bool = False) -> str:
 
 def read_kafka(spark: SparkSession, topics: list[str], options: dict[str, str], starting: str,
                max_offsets: int | None = None, fail_on_data_loss: bool = True) -> DataFrame:
-    reader = spark.readStream.format("kafka").options(**options)
+    # Committed records only, unless the app's options say otherwise: an upstream app writing with
+    # delivery exactly-once leaves aborted batches in the log that must not be read.
+    reader = spark.readStream.format("kafka").options(**{ISOLATION: "read_committed", **options})
     reader = reader.option("subscribe", ",".join(topics)).option("startingOffsets", starting)
     reader = reader.option("failOnDataLoss", str(fail_on_data_loss).lower())
     if max_offsets is not None:

@@ -73,6 +73,12 @@ class Metrics:
         self.skipped = Counter("streamapp_sink_partitions_skipped",
                                "Batch partitions a sink did not write because this checkpoint wrote them before (replays)",
                                [A, Q], registry=r)
+        self.committed_transactions = Counter(
+            "streamapp_kafka_transactions", "Kafka transactions an exactly-once sink committed, one per batch partition",
+            [A, Q], registry=r)
+        self.aborted_transactions = Counter(
+            "streamapp_kafka_transactions_aborted",
+            "Kafka transactions an exactly-once sink aborted after an error (the batch is written again)", [A, Q], registry=r)
         self.shuffle_partitions = Gauge(contract.METRIC_SHUFFLE_PARTITIONS,
                                         "Shuffle (and state) partitions of the app's checkpoint, fixed at its first run",
                                         [A], registry=r)
@@ -106,10 +112,25 @@ class Metrics:
             if skipped:
                 self.skipped.labels(self.app, query).inc(skipped)
                 totals["skipped"] += skipped
+            if query in self.dlq_queries and rows:
+                self.dead.labels(self.app, self.dlq_queries[query]).inc(rows)
+                totals["dead"] += rows
             self.sink_batches[query] = (batch_id, rows, skipped)
 
+    def transactions(self, query: str, committed: int, aborted: int) -> None:
+        """What an exactly-once Kafka sink's writers did in one batch."""
+        with self._lock:
+            totals = self._totals(query)
+            if committed:
+                self.committed_transactions.labels(self.app, query).inc(committed)
+                totals["transactions"] += committed
+            if aborted:
+                self.aborted_transactions.labels(self.app, query).inc(aborted)
+                totals["aborted"] += aborted
+
     def _totals(self, query: str) -> dict[str, int]:
-        return self.totals.setdefault(query, {"input": 0, "output": 0, "late": 0, "dead": 0, "batches": 0, "skipped": 0})
+        return self.totals.setdefault(query, {"input": 0, "output": 0, "late": 0, "dead": 0, "batches": 0, "skipped": 0,
+                                              "transactions": 0, "aborted": 0})
 
     def idle(self, query: str) -> None:
         with self._lock:

@@ -17,8 +17,10 @@ from pyspark.sql.streaming import DataStreamWriter
 
 from streamapp_runtime.compile.dlq import dead_letters
 from streamapp_runtime.plan import QueryPlan
+from streamapp_runtime.run.kafka_wait import admin_config
 from streamapp_runtime.run.settings import postgres_uri
 from streamapp_runtime.sinks import kafka as kafka_sink
+from streamapp_runtime.sinks import kafka_transactions as kafka_eos
 from streamapp_runtime.sinks import postgres as pg_sink
 
 
@@ -65,8 +67,17 @@ def _kafka_frame(ctx: QueryContext, qp: QueryPlan) -> DataFrame:
     return kafka_sink.kafka_rows(df, kafka_sink.key_column(df, ctx.sink(qp).kafka.key, _where(qp)))
 
 
+def _to_kafka(ctx: QueryContext, qp: QueryPlan, df: DataFrame, topic: str, delivery: str) -> DataStreamWriter:
+    """Spark's Kafka sink (at-least-once), or one Kafka transaction per batch partition (exactly-once)."""
+    if delivery == "exactly-once":
+        target = kafka_eos.Target(admin_config(ctx.options), topic, qp.name)
+        return df.writeStream.foreachBatch(kafka_eos.batch_writer(target, ctx.metrics.written, ctx.metrics.transactions))
+    return df.writeStream.format("kafka").options(**ctx.options).option("topic", topic)
+
+
 def _kafka_writer(ctx: QueryContext, qp: QueryPlan, df: DataFrame) -> DataStreamWriter:
-    return df.writeStream.format("kafka").options(**ctx.options).option("topic", ctx.sink(qp).kafka.topic)
+    sink = ctx.sink(qp).kafka
+    return _to_kafka(ctx, qp, df, sink.topic, sink.delivery)
 
 
 def _postgres_frame(ctx: QueryContext, qp: QueryPlan) -> DataFrame:
@@ -93,7 +104,7 @@ def _dlq_frame(ctx: QueryContext, qp: QueryPlan) -> DataFrame:
 
 
 def _dlq_writer(ctx: QueryContext, qp: QueryPlan, df: DataFrame) -> DataStreamWriter:
-    return df.writeStream.format("kafka").options(**ctx.options).option("topic", ctx.app.dead_letter_topic)
+    return _to_kafka(ctx, qp, df, ctx.app.dead_letter_topic, ctx.app.spec.dead_letter.delivery)
 
 
 WRITERS: dict[str, SinkWriter] = {

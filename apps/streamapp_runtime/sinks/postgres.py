@@ -2,9 +2,8 @@
 
 Every partition of a micro-batch is written in one transaction that first records
 (query, checkpoint id, batch id, partition) in ``streamapp_batches``; when that row already exists the
-partition was written before (a batch replayed after a crash) and nothing is written twice. Output
-partitions are deterministic for a replayed batch: stateful results are hash-partitioned by the fixed
-shuffle partitions, stateless ones follow the Kafka partitions and offsets the batch recorded.
+partition was written before (a batch replayed after a crash) and nothing is written twice. A replayed
+batch gives each partition the same rows: ``replay.by_content`` partitions them by primary key.
 
 The checkpoint id is Spark's query id, which the checkpoint keeps for its whole life: batch numbers
 start at 0 again in a new checkpoint (a state reset, a checkpoint deleted by hand, a second app on the
@@ -24,6 +23,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from streamapp_runtime import spark_compat
+from streamapp_runtime.sinks import replay
 from streamapp_runtime.compile.frame import value_columns
 
 BATCHES = "streamapp_batches"
@@ -194,7 +194,7 @@ def batch_writer(target: Target, columns: list[tuple[str, str]],
         if not checkpoint_id:  # without it the ledger cannot tell this checkpoint's batches from another's
             raise RuntimeError(f"query {target.query}: Spark did not give the query id to foreachBatch")
         prepared = prepare(df, columns)
-        written = prepared.rdd.mapPartitionsWithIndex(
+        written = replay.by_content(prepared, list(target.primary_key)).rdd.mapPartitionsWithIndex(
             lambda partition, rows: write_partition(target, checkpoint_id, batch_id, partition, rows)).collect()
         rows, skipped, line = batch_summary(target.query, batch_id, written)
         if line:

@@ -1,0 +1,201 @@
+"""Kafka sink, ``delivery: exactly-once``: each partition of a micro-batch in one Kafka transaction.
+
+Spark's own Kafka sink is at-least-once: a batch replayed after a crash is written again. Here the
+batch goes through ``foreachBatch`` and every non-empty partition of it (a *writer*) is produced by a
+transactional producer whose ``transactional.id`` is fixed for that writer across restarts:
+``streamapp.<query>.<checkpoint id>.<partition>``. In the same transaction the writer commits a
+*marker*, the offset ``batch id + 1`` of a consumer group named like the transactional id, on
+partition 0 of the output topic (through ``send_offsets_to_transaction``; nobody consumes with that
+group). So the rows and the marker become visible together or not at all.
+
+Before writing, a writer initialises its producer, which fences an older producer with the same id (a
+zombie driver on the same checkpoint, an earlier attempt of the same task) and completes or aborts its
+open transaction; only then does it read the marker. A marker at or past this batch means the batch
+was committed before (a replay after a crash between Kafka's commit and Spark's): nothing is written
+and the writer is counted as skipped. Otherwise the rows are written from scratch; anything an earlier
+attempt left was aborted and is invisible to ``isolation.level=read_committed`` readers.
+
+This relies on a replayed batch giving each writer the same rows: the batch's rows are the same, and
+``replay.by_content`` puts them in partitions by a hash of the key and value.
+
+Limits, said in docs/runtime.md: markers are committed offsets and expire with the broker's
+``offsets.retention.minutes`` (7 days by default) once a writer stops committing; the checkpoint id is
+part of the transactional id, so a state reset's new checkpoint starts new writers (its rows are
+appended, as with at-least-once).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from streamapp_runtime import spark_compat
+from streamapp_runtime.sinks import replay
+
+log = logging.getLogger("streamapp.runtime")
+TRANSACTION_TIMEOUT_MS = 60_000  # an open transaction of a dead writer is aborted by the broker after this
+CLIENT_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class Target:
+    config: dict[str, str]  # librdkafka settings: how to reach and authenticate to the cluster
+    topic: str
+    query: str
+
+
+@dataclass(frozen=True)
+class Written:
+    """What one writer (a partition of a batch) did: rows committed, or skipped as committed before."""
+
+    partition: int
+    rows: int
+    skipped: bool = False
+
+
+class TransactionAborted(RuntimeError):
+    """A writer's transaction failed and was aborted: none of its rows is visible."""
+
+
+def writer_id(query: str, checkpoint_id: str, partition: int) -> str:
+    """The transactional id (and marker group) of one writer: stable for the checkpoint's life. Pure."""
+    return f"streamapp.{query}.{checkpoint_id}.{partition}"
+
+
+def committed_through(marker_offset: int) -> int:
+    """The last batch id a writer committed, from its marker offset (-1: none; Kafka's 'no offset'
+    is negative). Pure."""
+    return marker_offset - 1 if marker_offset >= 0 else -1
+
+
+def batch_summary(query: str, batch_id: int, written: list[Written]) -> tuple[int, int, list[int], str | None]:
+    """(rows committed, transactions committed, partitions skipped, the line to log when any was
+    skipped). Pure."""
+    rows = sum(w.rows for w in written if not w.skipped)
+    committed = sum(1 for w in written if not w.skipped)
+    skipped = sorted(w.partition for w in written if w.skipped)
+    if not skipped:
+        return rows, committed, skipped, None
+    return rows, committed, skipped, (
+        f"query {query} batch {batch_id}: {len(skipped)} partition(s) ({', '.join(map(str, skipped))}) "
+        "already committed to Kafka by this checkpoint (a batch replayed after a restart): not written again")
+
+
+class PartitionWriter:
+    """One writer's transaction, in steps (a test can interleave two writers to play a zombie)."""
+
+    def __init__(self, target: Target, checkpoint_id: str, batch_id: int, partition: int):
+        from confluent_kafka import Consumer, Producer
+
+        self.target, self.batch_id, self.partition = target, batch_id, partition
+        self.id = writer_id(target.query, checkpoint_id, partition)
+        self.producer = Producer({**target.config, "transactional.id": self.id, "linger.ms": 20,
+                                  "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS})
+        self.markers = Consumer({**target.config, "group.id": self.id, "enable.auto.commit": False,
+                                 "isolation.level": "read_committed"})
+        self.open = False
+
+    def begin(self) -> bool:
+        """Fence older writers with this id, then begin a transaction; False when the batch was
+        committed before (nothing to write)."""
+        from confluent_kafka import TopicPartition
+
+        self.producer.init_transactions(CLIENT_TIMEOUT_S)
+        [marker] = self.markers.committed([TopicPartition(self.target.topic, 0)], timeout=CLIENT_TIMEOUT_S)
+        if committed_through(marker.offset) >= self.batch_id:
+            return False
+        self.producer.begin_transaction()
+        self.open = True
+        return True
+
+    def produce(self, records: Iterable[tuple]) -> None:
+        """(key, value[, headers]) tuples, as str/bytes/None."""
+        for record in records:
+            key, value, *rest = record
+            key, value = _bytes(key), _bytes(value)
+            headers = [(name, _bytes(data)) for name, data in rest[0]] if rest and rest[0] else None
+            while True:
+                try:
+                    self.producer.produce(self.target.topic, value=value, key=key, headers=headers)
+                    break
+                except BufferError:  # the local queue is full: let deliveries drain
+                    self.producer.poll(0.1)
+            self.producer.poll(0)
+
+    def commit(self) -> None:
+        """Commit the rows and the marker together."""
+        from confluent_kafka import TopicPartition
+
+        marker = TopicPartition(self.target.topic, 0, self.batch_id + 1)
+        self.producer.send_offsets_to_transaction([marker], self.markers.consumer_group_metadata(), CLIENT_TIMEOUT_S)
+        self.producer.commit_transaction(CLIENT_TIMEOUT_S)
+        self.open = False
+
+    def abort(self) -> None:
+        if self.open:
+            self.open = False
+            try:
+                self.producer.abort_transaction(CLIENT_TIMEOUT_S)
+            except Exception as exc:  # noqa: BLE001 - fenced: the newer writer aborted it already
+                log.debug("abort of %s: %s", self.id, exc)
+
+    def close(self) -> None:
+        """The marker reader; the producer holds nothing once its transaction ended and goes with the
+        object (a fenced producer raises on anything it is asked)."""
+        self.markers.close()
+
+
+def _bytes(data):
+    """Spark gives binary columns as bytearray; the producer takes str or bytes."""
+    return bytes(data) if isinstance(data, bytearray) else data
+
+
+def aborted_writers(error: BaseException) -> int:
+    """How many writers' transactions a failed batch aborted, from the error Spark raised (the
+    executors' TransactionAborted messages travel in it). Pure."""
+    return len(set(re.findall(r"transaction (streamapp\.\S+) aborted", str(error))))
+
+
+def write_partition(target: Target, checkpoint_id: str, batch_id: int, partition: int, rows) -> list[Written]:
+    """Runs on an executor: the partition's rows in one transaction, or nothing when committed before."""
+    records = [tuple(row) for row in rows]
+    if not records:
+        return []
+    writer = PartitionWriter(target, checkpoint_id, batch_id, partition)
+    try:
+        if not writer.begin():
+            return [Written(partition, len(records), skipped=True)]
+        writer.produce(records)
+        writer.commit()
+    except Exception as exc:
+        writer.abort()
+        raise TransactionAborted(f"query {target.query} batch {batch_id} partition {partition}: "
+                                 f"transaction {writer.id} aborted: {exc}") from exc
+    finally:
+        writer.close()
+    return [Written(partition, len(records))]
+
+
+def batch_writer(target: Target, on_written: Callable[[str, int, int, int], None] = lambda *_: None,
+                 on_transactions: Callable[[str, int, int], None] = lambda *_: None):
+    """foreachBatch function over a frame of (key, value[, headers]); ``on_written(query, batch id,
+    rows, partitions skipped)``, ``on_transactions(query, committed, aborted)``."""
+    def write(df, batch_id: int) -> None:
+        checkpoint_id = spark_compat.query_id(df)
+        if not checkpoint_id:  # without it a new checkpoint's writers would be an old one's
+            raise RuntimeError(f"query {target.query}: Spark did not give the query id to foreachBatch")
+        try:
+            written = replay.by_content(df, ["key", "value"]).rdd.mapPartitionsWithIndex(
+                lambda partition, rows: write_partition(target, checkpoint_id, batch_id, partition, rows)).collect()
+        except Exception as exc:
+            on_transactions(target.query, 0, aborted_writers(exc))  # the batch fails; a restart writes it again
+            raise
+        rows, committed, skipped, line = batch_summary(target.query, batch_id, written)
+        if line:
+            log.warning(line)
+        on_transactions(target.query, committed, 0)
+        on_written(target.query, batch_id, rows, len(skipped))
+
+    return write
