@@ -39,7 +39,12 @@ def cluster(control_plane, operator_process, request) -> Iterator[Cluster]:
     yield Cluster(control_plane, namespace)
     report = getattr(request.node, "rep_call", None)
     if report is not None and report.failed:
-        print(f"operator log ({operator_process.workdir / 'operator.log'}):\n{operator_process.log_tail()}")
+        print(f"operator log about {namespace} ({operator_process.workdir / 'operator.log'}):\n"
+              f"{operator_process.log_tail(200, namespace)}\n\nits last lines:\n{operator_process.log_tail(30)}")
+        events = control_plane.kubectl("get", "events", "-n", namespace, "--sort-by=.lastTimestamp", check=False)
+        print(f"events in {namespace}:\n{events.stdout}{events.stderr}")
+        apps = control_plane.kubectl("get", "streamapps", "-n", namespace, "-o", "yaml", check=False)
+        print(f"apps in {namespace}:\n{apps.stdout}")
     control_plane.kubectl("delete", "namespace", namespace, "--wait=false")
     control_plane.kubectl("delete", "pv", "-l", f"streamapp-test={namespace}", "--wait=false")
 

@@ -79,11 +79,16 @@ class OperatorProcess:
         except FileNotFoundError:
             return ""
 
-    def log_tail(self, lines: int = 60) -> str:
+    def log_tail(self, lines: int = 60, namespace: str | None = None) -> str:
+        """The log's last ``lines``; with ``namespace``, its last lines about that namespace (the shared
+        operator also logs every other test's apps, and their namespaces' deletion)."""
         try:
-            return "\n".join((self.workdir / "operator.log").read_text(errors="replace").splitlines()[-lines:])
+            text = (self.workdir / "operator.log").read_text(errors="replace").splitlines()
         except FileNotFoundError:
             return "(no log)"
+        if namespace is not None:
+            text = [line for line in text if f"{namespace}/" in line or f" {namespace} " in line]
+        return "\n".join(text[-lines:])
 
 
 class Cluster:

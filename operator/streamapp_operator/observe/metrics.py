@@ -22,7 +22,10 @@ from streamapp_api import contract
 from .. import names
 from ..decide.world import Progress
 
-TIMEOUT = 1.0
+# A whole read of a driver's /metrics. Reads run in the background (CONCURRENCY at once), so a slow
+# driver costs a slot, not a reconcile; 1 s was too short for a driver sharing two loaded cores (the
+# operator tests' fake driver was read as "no data" for 90 s in one CI run).
+TIMEOUT = 3.0
 CONCURRENCY = 32
 MAX_BYTES = 4 << 20
 
