@@ -53,6 +53,10 @@ METRICS_PATH = "/metrics"
 METRIC_SOURCE_LAG = "streamapp_source_lag_records"
 METRIC_LAST_BATCH = "streamapp_last_batch_timestamp_seconds"
 METRIC_SHUFFLE_PARTITIONS = "streamapp_shuffle_partitions"
+# Counters per query (the family names; their samples end in _total), since the driver started.
+METRIC_KAFKA_TRANSACTIONS = "streamapp_kafka_transactions"
+METRIC_KAFKA_TRANSACTIONS_ABORTED = "streamapp_kafka_transactions_aborted"
+METRIC_PARTITIONS_SKIPPED = "streamapp_sink_partitions_skipped"
 
 # --- the checkpoint -------------------------------------------------------------------------------
 CHECKPOINT_MOUNT = "/var/lib/streamapp/checkpoint"

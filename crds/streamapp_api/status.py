@@ -38,6 +38,14 @@ class SinkStatus(ApiModel):
         default=None, description="Time of the last progress report (RFC 3339).",
         json_schema_extra={"format": "date-time"},
     )
+    transactions: int | None = Field(
+        default=None, ge=0, description="Kafka transactions committed since the driver started (delivery exactly-once).")
+    transactions_aborted: int | None = Field(
+        default=None, ge=0, description="Kafka transactions aborted after an error since the driver started; "
+        "their batches are written again.")
+    partitions_skipped: int | None = Field(
+        default=None, ge=0, description="Batch partitions not written again since the driver started, because "
+        "this checkpoint had written them before (batches replayed after a restart).")
 
 
 class StateStatus(ApiModel):

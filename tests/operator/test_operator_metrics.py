@@ -66,6 +66,8 @@ def test_a_drivers_runtime_metrics_reach_the_apps_status(cluster, kafka):
         "sources": [{"endOffset": {topic: {"0": 100, "1": 50}}, "latestOffset": {topic: {"0": 1300, "1": 250}}}],
     })
     metrics.shuffle_partitions.labels("app").set(5)
+    metrics.transactions("counts-kafka", 12, 1)  # as an exactly-once Kafka sink counts them
+    metrics.written("counts-kafka", 7, 30, 2)
     server = http_server.serve(metrics, names.METRICS_PORT, lambda: (True, "ok"), host=ip)
     touched = [0.0]
 
@@ -86,6 +88,7 @@ def test_a_drivers_runtime_metrics_reach_the_apps_status(cluster, kafka):
         server.shutdown()
         server.server_close()
     assert status["sinks"] == [{"name": "counts-kafka", "lag": 1400,
-                                "lastProgressTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(batch_time))}]
+                                "lastProgressTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(batch_time)),
+                                "transactions": 12, "transactionsAborted": 1, "partitionsSkipped": 2}]
     assert status["phase"] == "Running"
     assert status["state"]["shufflePartitions"] == 5

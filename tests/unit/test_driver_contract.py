@@ -169,8 +169,11 @@ def test_the_metrics_the_runtime_serves_are_the_ones_the_operator_reads():
         "sources": [{"endOffset": {"clicks": {"0": 10, "1": 20}}, "latestOffset": {"clicks": {"0": 110, "1": 25}}}],
     })
     metrics.shuffle_partitions.labels("app").set(6)
+    metrics.transactions("counts", 4, 1)
+    metrics.written("counts", 3, 7, 2)
     seen = operator_reads_metrics(generate_latest(metrics.registry).decode())
     assert (seen.lag, seen.sink_lag, seen.shuffle_partitions) == (105, (("counts", 105),), 6)
+    assert (seen.sink_transactions, seen.sink_aborted, seen.sink_skipped) == ((("counts", 4),), (("counts", 1),), (("counts", 2),))
     assert seen.last_batch is not None and abs(seen.last_batch.timestamp() - int(now)) <= 1
 
 

@@ -70,14 +70,14 @@ class Metrics:
         self.last_batch = Gauge(contract.METRIC_LAST_BATCH, "When the last batch committed", [A, Q], registry=r)
         self.active = Gauge("streamapp_query_active", "1 while the query runs", [A, Q], registry=r)
         self.restarts = Counter("streamapp_query_restarts", "Restarts of a query after it lost Kafka", [A, Q], registry=r)
-        self.skipped = Counter("streamapp_sink_partitions_skipped",
+        self.skipped = Counter(contract.METRIC_PARTITIONS_SKIPPED,
                                "Batch partitions a sink did not write because this checkpoint wrote them before (replays)",
                                [A, Q], registry=r)
         self.committed_transactions = Counter(
-            "streamapp_kafka_transactions", "Kafka transactions an exactly-once sink committed, one per batch partition",
+            contract.METRIC_KAFKA_TRANSACTIONS, "Kafka transactions an exactly-once sink committed, one per batch partition",
             [A, Q], registry=r)
         self.aborted_transactions = Counter(
-            "streamapp_kafka_transactions_aborted",
+            contract.METRIC_KAFKA_TRANSACTIONS_ABORTED,
             "Kafka transactions an exactly-once sink aborted after an error (the batch is written again)", [A, Q], registry=r)
         self.shuffle_partitions = Gauge(contract.METRIC_SHUFFLE_PARTITIONS,
                                         "Shuffle (and state) partitions of the app's checkpoint, fixed at its first run",

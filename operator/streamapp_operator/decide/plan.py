@@ -212,9 +212,16 @@ def _shuffle_partitions(obs: Observed, app: StreamApp, running: bool) -> int | N
     return before.get("shufflePartitions") if before.get("resetNonce") == app.spec.state.reset_nonce else None
 
 
+# status.sinks[] fields counted by the driver, and where Progress keeps them.
+_SINK_COUNTS = (("transactions", "sink_transactions"), ("transactionsAborted", "sink_aborted"),
+                ("partitionsSkipped", "sink_skipped"))
+
+
 def _sinks(progress) -> list[dict] | None:
-    """Per-query progress for status.sinks: lag and the time of the last batch, from the driver's metrics."""
+    """Per-query progress for status.sinks: lag, the time of the last batch and what the sink counted
+    (exactly-once transactions, partitions skipped as written before), from the driver's metrics."""
     lag, last = dict(progress.sink_lag), dict(progress.sink_last_batch)
+    counts = {field: dict(getattr(progress, attr)) for field, attr in _SINK_COUNTS}
     out = []
     for query in sorted(set(lag) | set(last)):
         entry: dict = {"name": query}
@@ -222,5 +229,6 @@ def _sinks(progress) -> list[dict] | None:
             entry["lag"] = lag[query]
         if query in last:
             entry["lastProgressTime"] = rfc3339(last[query])
+        entry.update({field: by_query[query] for field, by_query in counts.items() if query in by_query})
         out.append(entry)
     return out or None

@@ -46,6 +46,11 @@ class Progress:
     sink_lag: tuple[tuple[str, int], ...] = ()
     sink_last_batch: tuple[tuple[str, datetime], ...] = ()
     shuffle_partitions: int | None = None  # what the driver's checkpoint uses (the runtime decides it)
+    # Per query, since the driver started: exactly-once Kafka transactions committed and aborted, and
+    # batch partitions a sink skipped as written before (replays).
+    sink_transactions: tuple[tuple[str, int], ...] = ()
+    sink_aborted: tuple[tuple[str, int], ...] = ()
+    sink_skipped: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,8 @@ def parse(text: str) -> Progress:
     lag_by_query: dict[str, int] = {}
     batch_by_query: dict[str, float] = {}
     shuffle_partitions: int | None = None
+    counters = {f"{contract.METRIC_KAFKA_TRANSACTIONS}_total": {}, f"{contract.METRIC_KAFKA_TRANSACTIONS_ABORTED}_total": {},
+                f"{contract.METRIC_PARTITIONS_SKIPPED}_total": {}}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             query = sample.labels.get("query", "")
@@ -43,6 +45,8 @@ def parse(text: str) -> Progress:
                 batch_by_query[query] = max(batch_by_query.get(query, 0.0), sample.value)
             elif sample.name == contract.METRIC_SHUFFLE_PARTITIONS and sample.value > 0:
                 shuffle_partitions = int(sample.value)
+            elif sample.name in counters:
+                counters[sample.name][query] = counters[sample.name].get(query, 0) + int(sample.value)
 
     def moment(seconds: float | None) -> datetime | None:
         return datetime.fromtimestamp(seconds, timezone.utc) if seconds else None
@@ -53,6 +57,9 @@ def parse(text: str) -> Progress:
         sink_lag=tuple(sorted(lag_by_query.items())),
         sink_last_batch=tuple(sorted((q, moment(t)) for q, t in batch_by_query.items())),
         shuffle_partitions=shuffle_partitions,
+        sink_transactions=tuple(sorted(counters[f"{contract.METRIC_KAFKA_TRANSACTIONS}_total"].items())),
+        sink_aborted=tuple(sorted(counters[f"{contract.METRIC_KAFKA_TRANSACTIONS_ABORTED}_total"].items())),
+        sink_skipped=tuple(sorted(counters[f"{contract.METRIC_PARTITIONS_SKIPPED}_total"].items())),
     )
 
 

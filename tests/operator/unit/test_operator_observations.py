@@ -53,6 +53,11 @@ streamapp_source_lag_records{app="a",query="q2",source="s",topic="t",partition="
 # TYPE streamapp_last_batch_timestamp_seconds gauge
 streamapp_last_batch_timestamp_seconds{app="a",query="q1"} 1767225600
 streamapp_last_batch_timestamp_seconds{app="a",query="q2"} 1767225500
+# TYPE streamapp_kafka_transactions counter
+streamapp_kafka_transactions_total{app="a",query="q1"} 42.0
+streamapp_kafka_transactions_created{app="a",query="q1"} 1767225500.0
+# TYPE streamapp_sink_partitions_skipped counter
+streamapp_sink_partitions_skipped_total{app="a",query="q2"} 3.0
 """
 
 
@@ -62,6 +67,7 @@ def test_driver_metrics_give_lag_per_query_and_last_batch():
     assert progress.sink_lag == (("q1", 12), ("q2", 1))
     assert progress.last_batch == T0
     assert dict(progress.sink_last_batch)["q2"] == T0 - timedelta(seconds=100)
+    assert (progress.sink_transactions, progress.sink_aborted, progress.sink_skipped) == ((("q1", 42),), (), (("q2", 3),))
 
 
 def test_driver_metrics_are_scraped_over_http_and_an_unreachable_driver_means_no_data():

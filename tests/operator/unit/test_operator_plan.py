@@ -223,10 +223,12 @@ def test_gave_up_stays_failed_until_the_spec_changes():
 def test_driver_progress_lands_in_status():
     from streamapp_operator.decide.world import Progress
 
-    progress = Progress(lag=12, last_batch=T0, sink_lag=(("counts-out", 12),), sink_last_batch=(("counts-out", T0),))
+    progress = Progress(lag=12, last_batch=T0, sink_lag=(("counts-out", 12),), sink_last_batch=(("counts-out", T0),),
+                        sink_transactions=(("counts-out", 40),), sink_skipped=(("counts-out", 2),))
     p = plan(replace(world(), progress=progress), SETTINGS, Memory(), T0)
     assert p.status["lag"] == 12
-    assert p.status["sinks"] == [{"name": "counts-out", "lag": 12, "lastProgressTime": "2026-01-01T00:00:00Z"}]
+    assert p.status["sinks"] == [{"name": "counts-out", "lag": 12, "lastProgressTime": "2026-01-01T00:00:00Z",
+                                  "transactions": 40, "partitionsSkipped": 2}]
 
 
 @pytest.mark.parametrize("pod, ready, before, phase, reason", [
