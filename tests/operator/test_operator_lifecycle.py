@@ -78,7 +78,13 @@ def _started(cluster, kafka, partitions=2, **spec):
     create_topic(kafka.bootstrap, topic, partitions=partitions)
     cluster.pv_for("app")
     cluster.apply(simple_app("app", cluster.namespace, kafka.bootstrap, topic, **spec))
-    pod = wait_for("a running driver", lambda: cluster.running_driver("app"), timeout=90)
+    # Settled: the running driver has the executors the plan wants. A first driver sized from partition
+    # counts read while the new topic's metadata was still incomplete was once replaced by a rescale
+    # during the test (seen: 1 executor for 2 partitions), which a test then took for its own doing.
+    pod = wait_for("a running driver of the size the plan wants", lambda: (
+        (p := cluster.running_driver("app"))
+        and p["metadata"]["annotations"].get("streamapp.io/executors") == str(cluster.status("app").get("desiredExecutors"))
+        and p), timeout=120)
     return topic, pod
 
 

@@ -22,7 +22,7 @@ import pytest
 import yaml
 from confluent_kafka import Consumer, KafkaException, Producer
 
-from rt_helpers import REPO, closed_click_windows, start_run, wait_while_running
+from rt_helpers import REPO, closed_click_windows, start_run, wait_while_running, watermark_flush
 from streamapp_runtime.sinks.kafka_transactions import PartitionWriter, Target, Written, write_partition
 from streamapp_testbed import clickstream
 from streamapp_testbed.kafka_admin import create_topic
@@ -32,14 +32,17 @@ KILLS = 10
 MALFORMED = 5
 
 
-def read(bootstrap: str, topic: str, isolation: str = "read_committed", idle: float = 5, timeout: float = 120) -> list:
-    """Every record of ``topic`` as (key, value, headers), read from the start until it is quiet."""
+def read(bootstrap: str, topic: str, isolation: str = "read_committed", expect: int = 0, idle: float = 5,
+         timeout: float = 120) -> list:
+    """Every record of ``topic`` as (key, value, headers), read from the start until at least ``expect``
+    came and then nothing for ``idle`` seconds (a transaction a killed writer left open holds
+    read_committed readers back until it is fenced or times out: they wait, they do not stop)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"eos-reader-{time.monotonic_ns()}",
                          "auto.offset.reset": "earliest", "enable.auto.commit": False, "isolation.level": isolation})
     consumer.subscribe([topic])
     out, deadline, last = [], time.monotonic() + timeout, time.monotonic()
     try:
-        while time.monotonic() < deadline and time.monotonic() - last < idle:
+        while time.monotonic() < deadline and (len(out) < expect or time.monotonic() - last < idle):
             msg = consumer.poll(0.5)
             if msg is None or msg.error():
                 continue
@@ -147,13 +150,16 @@ def test_ten_kill_9s_at_random_moments_leave_every_row_exactly_once(kafka, postg
         time.sleep(rng.uniform(0, 3))  # somewhere in a batch: before, during or after its transactions
         os.killpg(run.pid, signal.SIGKILL)  # the driver and its JVM, as when a pod dies
         run.wait(30)
+    flush = watermark_flush(events)
+    produce_in_turn(kafka.bootstrap, topic, [(flush.session_id, flush.to_json())], partitions=1)
+    events.append(flush)
     last = start_run(path, kafka.bootstrap, checkpoint, log, available_now=True, postgres=postgres.dsn)
     assert last.wait(400) == 0, log.read_text()[-3000:]
     replays = log.read_text().count("already committed to Kafka by this checkpoint")
     assert "late dropped" not in log.read_text()  # else the plain-Python reference below would not apply
 
     want_windows = Counter({(s, u, clickstream.iso(w).replace("000Z", "Z")): 1 for s, u, w in closed_click_windows(events)})
-    rows = [json.loads(v) for _, v, _ in read(kafka.bootstrap, windows)]
+    rows = [json.loads(v) for _, v, _ in read(kafka.bootstrap, windows, expect=len(want_windows))]
     got_windows = Counter((r["session_id"], r["uuid"], r["window_start"]) for r in rows)
     assert len(want_windows) > 100
     assert got_windows == want_windows, f"windows: {duplicates_and_missing(got_windows, want_windows)} ({replays} replays skipped)"
@@ -162,14 +168,14 @@ def test_ten_kill_9s_at_random_moments_leave_every_row_exactly_once(kafka, postg
 
     want_clicks = Counter((e.uuid, e.session_id, clickstream.iso(e.ts)[:23]) for e in events if e.event == "click")
     got_clicks = Counter((r["uuid"], r["session_id"], r["ts"][:23])
-                         for r in (json.loads(v) for _, v, _ in read(kafka.bootstrap, clicks)))
+                         for r in (json.loads(v) for _, v, _ in read(kafka.bootstrap, clicks, expect=len(want_clicks))))
     assert got_clicks == want_clicks, f"clicks: {duplicates_and_missing(got_clicks, want_clicks)} ({replays} replays skipped)"
 
     with psycopg.connect(postgres.dsn) as conn:
         stored = conn.execute(f"SELECT uuid, session_id, ts FROM {table}").fetchall()
     assert sorted(stored) == sorted((e.uuid, e.session_id, e.ts) for e in events if e.event == "click")
 
-    letters = read(kafka.bootstrap, dead)
+    letters = read(kafka.bootstrap, dead, expect=MALFORMED)
     assert sorted(v for _, v, _ in letters) == sorted(f"{{not json {k}" for k in range(MALFORMED))
     assert all(h["streamapp.error"] for _, _, h in letters)
 

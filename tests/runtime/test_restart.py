@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from rt_helpers import closed_click_windows as expected
-from rt_helpers import consume, start_run, wait_while_running
+from rt_helpers import consume, start_run, wait_while_running, watermark_flush
 from streamapp_testbed import clickstream
 from streamapp_testbed.kafka_admin import create_topic, produce
 
@@ -74,10 +74,12 @@ def test_kill_9_then_sigterm_then_finish_gives_the_uninterrupted_result(kafka, p
     assert second.wait(120) == 0, log.read_text()[-3000:]
     assert "stop requested" in log.read_text()
 
+    flush = watermark_flush(events)
+    produce(kafka.bootstrap, topic, [(flush.session_id, flush.to_json())])
     third = start_run(path, kafka.bootstrap, checkpoint, log, available_now=True, postgres=postgres.dsn)
     assert third.wait(400) == 0, log.read_text()[-3000:]
 
-    want = expected(events)
+    want = expected([*events, flush])  # every window of the events: the flush closed them all
     with psycopg.connect(postgres.dsn) as conn:
         rows = conn.execute(f"SELECT session_id, uuid, window_start, clicks, page_views, time_spent FROM {table}").fetchall()
     got = {(s, u, w): (c, p, t) for s, u, w, c, p, t in rows}

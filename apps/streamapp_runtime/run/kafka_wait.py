@@ -34,18 +34,26 @@ def admin_client(options: dict[str, str]):
     spec.kafka.options are the Java client's (what Spark's source and sink use); librdkafka refuses
     the ones it does not know (``default.api.timeout.ms``, say), so those are left out here.
     """
-    from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    config = admin_config(options)
+    return librdkafka_client(lambda config: AdminClient({**config, "logger": _client_log, "error_cb": lambda error: None}),
+                             admin_config(options))
+
+
+def librdkafka_client(make, config: dict[str, str]):
+    """``make(config)`` for a confluent_kafka client, leaving out the options only the Java client knows
+    (librdkafka refuses them by name)."""
+    from confluent_kafka import KafkaException
+
+    config = dict(config)
     while True:
         try:
-            return AdminClient({**config, "logger": _client_log, "error_cb": lambda error: None})
+            return make(config)
         except KafkaException as exc:
             unknown = re.search(r'No such configuration property: "([^"]+)"', str(exc))
             if unknown is None or unknown.group(1) not in config:
                 raise
-            log.debug("Kafka option %s is for the Java client only; not used while waiting for topics", unknown.group(1))
+            log.debug("Kafka option %s is for the Java client only; not used by librdkafka", unknown.group(1))
             del config[unknown.group(1)]
 
 

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from streamapp_runtime import spark_compat
+from streamapp_runtime.run.kafka_wait import librdkafka_client
 from streamapp_runtime.sinks import replay
 
 log = logging.getLogger("streamapp.runtime")
@@ -91,10 +92,10 @@ class PartitionWriter:
 
         self.target, self.batch_id, self.partition = target, batch_id, partition
         self.id = writer_id(target.query, checkpoint_id, partition)
-        self.producer = Producer({**target.config, "transactional.id": self.id, "linger.ms": 20,
-                                  "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS})
-        self.markers = Consumer({**target.config, "group.id": self.id, "enable.auto.commit": False,
-                                 "isolation.level": "read_committed"})
+        self.producer = librdkafka_client(Producer, {
+            **target.config, "transactional.id": self.id, "linger.ms": "20", "transaction.timeout.ms": str(TRANSACTION_TIMEOUT_MS)})
+        self.markers = librdkafka_client(Consumer, {
+            **target.config, "group.id": self.id, "enable.auto.commit": "false", "isolation.level": "read_committed"})
         self.open = False
 
     def begin(self) -> bool:

@@ -177,9 +177,10 @@ def _create(inputs: DriverInputs, decision: RestartDecision) -> DriverOutcome:
     if app.spec.suspend:
         return _as_recorded(inputs, "Suspended", SUSPENDED)
     if launch is None:
-        return _as_recorded(inputs, "Pending",
-                            Cond("Ready", False, "WaitingForKafka", "partition counts needed to size the first driver"),
-                            requeue=inputs.kafka_retry)
+        missing = inputs.obs.kafka.missing_topics
+        why = (f"topics not found: {', '.join(missing)}; the first driver is sized from their partitions" if missing
+               else "partition counts needed to size the first driver")
+        return _as_recorded(inputs, "Pending", Cond("Ready", False, "WaitingForKafka", why), requeue=inputs.kafka_retry)
     driver_pod = names.driver_pod(obs.name)
     return _as_recorded(
         inputs, "Starting", Cond("Ready", False, "DriverCreated", "driver pod created"),

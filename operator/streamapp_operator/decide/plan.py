@@ -144,7 +144,10 @@ def _sizing(obs: Observed, app: StreamApp, settings: Settings, memory: Memory, n
     spec = app.spec
     running = obs.driver.pod.state in ("pending", "running")
     current = obs.driver.executors if running else None
-    desired = desired_executors(obs.kafka.partitions, spec)
+    # An input topic not found sizes nothing: not created yet, or created so recently that the cached
+    # partition read missed it. Sized for the topics found, a first driver was replaced seconds later
+    # by a rescale (seen in the operator tests: 1 executor for 2 partitions, then a restart).
+    desired = desired_executors(None if obs.kafka.missing_topics else obs.kafka.partitions, spec)
     before = memory.pending_scale
     verdict = debounce(current, desired, before, now, settings.scale_debounce, explicit=spec.executors is not None)
     window = int(settings.scale_debounce.total_seconds())

@@ -149,6 +149,18 @@ def test_kafka_unreachable_on_first_start_waits():
     assert "ConfigMap" not in [o["kind"] for o in p.create]
 
 
+def test_a_missing_input_topic_sizes_no_first_driver_and_keeps_a_running_one():
+    missing = Kafka(partitions=0, missing_topics=("orders",))
+    first = plan(replace(world(pod="absent", children=False), kafka=missing), SETTINGS, Memory(), T0)
+    assert first.driver is None and first.requeue == timedelta(seconds=5)
+    ready = next(c for c in first.status["conditions"] if c["type"] == "Ready")
+    assert (ready["reason"], ready["message"]) == (
+        "WaitingForKafka", "topics not found: orders; the first driver is sized from their partitions")
+    running = plan(replace(world(executors=2), kafka=missing), SETTINGS, Memory(), T0)
+    assert running.driver is None and not running.restarted  # no rescale to the topics that remain
+    assert running.status["executors"] == 2
+
+
 def test_partition_growth_is_debounced_then_restarts_with_more_executors():
     p = plan(world(partitions=8), SETTINGS, Memory(), T0)
     assert p.driver is None and p.memory.pending_scale == PendingScale(4, T0)
