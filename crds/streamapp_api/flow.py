@@ -2,24 +2,23 @@
 watermark, and what the stream's query is computed from (its lineage).
 
 Columns are tracked by name only and only while they are determinable; after an ``sql`` step they are
-unknown and column checks stop (they never guess).
+unknown and column checks stop (they never guess). Every SQL expression of a step is parsed (see
+``expressions``) and the columns it reads are checked against the columns the step's input has, as
+Spark resolves them (ignoring case); ``sql`` steps must be one SELECT reading only their input.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from .errors import Issue
+from .expressions import Expression, expression_problems, parse_expression, unknown_columns
 from .sources import Source, Table
+from .suggest import did_you_mean
 
 if TYPE_CHECKING:
     from .spec import Stream
-
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_ALIAS = re.compile(r"\s+as\s+`?([A-Za-z_][A-Za-z0-9_]*)`?\s*$", re.IGNORECASE)
-
 
 @dataclass(frozen=True)
 class Flow:
@@ -36,8 +35,11 @@ class Flow:
         return cls(frozenset(source.columns()), source.event_time_column, source.watermark is not None)
 
     def missing(self, column: str, name: str) -> str:
-        shown = sorted(c for c in self.columns or () if not c.startswith("_"))
-        return f"column {column!r} does not exist in {name!r}; its columns are: {', '.join(shown)} (and _key, _timestamp)"
+        present = sorted(c for c in self.columns or () if not c.startswith("__"))
+        shown = [c for c in present if not c.startswith("_")]
+        metadata = [c for c in ("_key", "_timestamp") if c in present]
+        return (f"column {column!r} does not exist in {name!r}{did_you_mean(column, present)}; its columns are: "
+                f"{', '.join(shown) or '(none)'}" + (f" (and {', '.join(metadata)})" if metadata else ""))
 
     def has(self, column: str) -> bool:
         return self.columns is None or column in self.columns
@@ -64,18 +66,16 @@ class Lineage:
 
 
 def select_names(items: list[str]) -> tuple[list[str | None], bool]:
-    """Output names of select items (None where not determinable) and whether '*' was used."""
+    """Output names of select items (None where not determinable) and whether '*' was used: an item
+    'expr AS name' is named name, a column reference 'a' or 'a.b.c' (struct field) its last part."""
     names: list[str | None] = []
     star = False
     for item in items:
-        text = item.strip()
-        if text == "*":
+        parsed = parse_expression(item)
+        if parsed.star:
             star = True
-        elif _IDENT.match(text):
-            names.append(text)
         else:
-            match = _ALIAS.search(text)
-            names.append(match.group(1) if match else None)
+            names.append(parsed.name)
     return names, star
 
 
@@ -87,7 +87,7 @@ def _merge_columns(left: frozenset[str] | None, right: set[str] | frozenset[str]
     for column in right:
         if column in keep or column.startswith("_"):
             continue
-        out.add(f"{prefix}_{column}" if column in left else column)
+        out.add(f"{prefix.replace('-', '_')}_{column}" if column in left else column)  # as the runtime names it
     return frozenset(out)
 
 
@@ -109,23 +109,37 @@ def walk_steps(stream: "Stream", base: str, flows: dict[str, Flow], lineages: di
             if not flow.has(column):
                 issues.append(Issue(where, flow.missing(column, stream.name)))
 
-        if kind == "select":
+        def check(text: str, where: str, visible: tuple[str, ...] = ()) -> Expression:
+            """Parse one expression and check the columns it reads; ``visible``: names given earlier in
+            the same list (Spark resolves them as lateral column aliases)."""
+            parsed = parse_expression(text)
+            issues.extend(Issue(where, problem) for problem in expression_problems(parsed))
+            if flow.columns is not None and not parsed.error:
+                issues.extend(Issue(where, flow.missing(column, stream.name))
+                              for column in unknown_columns(parsed, flow.columns, set(visible)))
+            return parsed
+
+        if kind == "filter":
+            check(value, f"{path}.filter")
+        elif kind == "select":
+            parsed = [check(item, f"{path}.select[{k}]", tuple(n for n in select_names(value[:k])[0] if n))
+                      for k, item in enumerate(value)]
             names, star = select_names(value)
-            for k, name in enumerate(names):
-                if name is None:
+            for k, item in enumerate(parsed):
+                if item.name is None and not item.star and not item.error:
                     issues.append(Issue(f"{path}.select[{k}]", f"{value[k]!r} needs a name: write 'expression AS name'"))
-                elif _IDENT.match(value[k].strip()):
-                    need(name, f"{path}.select[{k}]")
             metadata = {c for c in flow.columns or () if c.startswith("_")}  # key and timestamp travel along
             if any(n is None for n in names) or (star and flow.columns is None):
                 columns = None
             else:
                 columns = frozenset(set(names) | metadata | (set(flow.columns or ()) if star else set()))
-            kept = [item.strip() for item in value]
+            kept = [p.name for p in parsed if p.references == ((p.name,),)]  # bare column references
             keeps_time = star or (flow.event_time or "").startswith("_") or flow.event_time in kept
             flow = replace(flow, columns=columns, event_time=flow.event_time if keeps_time else None,
                            watermark=flow.watermark and keeps_time, group_columns=None)
         elif kind == "withColumns":
+            for k, (name, text) in enumerate(value.items()):
+                check(text, f"{path}.withColumns.{name}", tuple(value)[:k])
             replaced_time = flow.event_time in value
             columns = None if flow.columns is None else flow.columns | set(value)
             flow = replace(flow, columns=columns, event_time=None if replaced_time else flow.event_time,
@@ -135,7 +149,8 @@ def walk_steps(stream: "Stream", base: str, flows: dict[str, Flow], lineages: di
             if flow.columns is not None and value.as_:
                 flow = replace(flow, columns=flow.columns | {value.as_})
         elif kind == "keyBy":
-            pass  # sets _key, which every row already carries
+            check(value, f"{path}.keyBy")  # sets _key (again, or after an aggregate, anew)
+            flow = replace(flow, columns=None if flow.columns is None else flow.columns | {"_key"})
         elif kind == "join":
             if value.table is not None:
                 table = tables.get(value.table)
@@ -170,6 +185,8 @@ def walk_steps(stream: "Stream", base: str, flows: dict[str, Flow], lineages: di
             window = steps[j - 1].window if j > 0 else None
             for k, column in enumerate(value.group_by):
                 need(column, f"{path}.aggregate.groupBy[{k}]")
+            for k, (name, text) in enumerate(value.columns.items()):
+                check(text, f"{path}.aggregate.columns.{name}", tuple(value.columns)[:k])
             if window is not None and window.type == "session" and not value.group_by:
                 issues.append(Issue(f"{path}.aggregate.groupBy", "a session window needs at least one groupBy "
                                     "column (sessions are per key)"))
@@ -184,6 +201,8 @@ def walk_steps(stream: "Stream", base: str, flows: dict[str, Flow], lineages: di
         elif kind == "accumulate":
             for k, column in enumerate(value.key):
                 need(column, f"{path}.accumulate.key[{k}]")
+            for name, text in value.columns.items():
+                check(text, f"{path}.accumulate.columns.{name}")
             lineage = lineage.merge(Lineage(accumulates=(f"{path}.accumulate",)))
             columns = None if flow.columns is None else flow.columns | set(value.columns)
             flow = replace(flow, columns=columns, group_columns=None)
@@ -194,6 +213,7 @@ def walk_steps(stream: "Stream", base: str, flows: dict[str, Flow], lineages: di
                 issues.append(Issue(f"{path}.dedupe", "dedupe needs a watermark on the stream's event time "
                                     "(set watermark on the source) so old keys can be forgotten"))
         elif kind == "sql":
+            # what an sql step may do is checked with the step (rules.check_step)
             flow = Flow(None, flow.event_time, flow.watermark)  # Spark keeps the watermark through SQL
     if steps:
         after.append(flow)

@@ -12,6 +12,7 @@ from typing import Iterator
 from .base import COLUMN_HELP, COLUMN_PATTERN
 from .durations import parse_duration
 from .errors import Issue
+from .expressions import sql_problems
 from .sources import SCHEMA_TYPE_HELP, SPARK_MANAGED_KAFKA_OPTIONS, Source, SparkTypeError, Table, parse_spark_type
 from .spec import APP_NAME_HELP, APP_NAME_PATTERN, StreamApp
 from .steps import SHUFFLING_STEPS, STEP_KEYS, Join, Step, Window
@@ -121,8 +122,8 @@ def check_step(step: Step, path: str) -> Iterator[Issue]:
         yield from _columns_ok(value, f"{path}.withColumns")
     elif kind in ("aggregate", "accumulate"):
         yield from _columns_ok(value.columns, f"{path}.{kind}.columns")
-    elif kind == "sql" and not re.search(r"\binput\b", value, re.IGNORECASE):
-        yield Issue(f"{path}.sql", "the query must read the step's input as the table 'input' (... FROM input ...)")
+    elif kind == "sql":
+        yield from (Issue(f"{path}.sql", problem) for problem in sql_problems(value))
 
 
 def check_settings(app: StreamApp) -> Iterator[Issue]:
