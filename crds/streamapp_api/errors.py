@@ -22,6 +22,7 @@ from .durations import (
 from .sources import BOOTSTRAP_PATTERN
 from .spec import APP_NAME_HELP, APP_NAME_PATTERN
 from .steps import ACCUMULATE_FUNCTIONS, ACCUMULATE_PATTERN
+from .suggest import did_you_mean
 
 Loc = tuple[str | int, ...]
 _PATTERN_HELP = {
@@ -117,8 +118,9 @@ def _describe(error: dict, root: type[BaseModel]) -> str:
     loc = tuple(error["loc"])
     if kind == "extra_forbidden":
         parent = model_at(root, loc[:-1])
-        allowed = ", ".join(allowed_fields(parent)) if parent else "see kubectl explain streamapp"
-        return f"unknown field {loc[-1]!r}; allowed fields here: {allowed}"
+        names = allowed_fields(parent) if parent else []
+        allowed = ", ".join(names) if parent else "see kubectl explain streamapp"
+        return f"unknown field {loc[-1]!r}{did_you_mean(str(loc[-1]), names)}; allowed fields here: {allowed}"
     if kind == "missing":
         return "required field is missing"
     if kind == "string_pattern_mismatch":

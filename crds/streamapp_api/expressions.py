@@ -71,21 +71,22 @@ class Expression:
 
 
 def _parse_message(exc: Exception) -> str:
+    """sqlglot's error in a few words: what is wrong, near which text, at which column."""
     if isinstance(exc, TokenError):
         return "does not parse: a quote (' \" or `) is not closed"
-    errors = getattr(exc, "errors", None) or [{}]
-    first = errors[0]
+    first = (getattr(exc, "errors", None) or [{}])[0]
     description = str(first.get("description") or exc).split("\n")[0]
-    missing = re.search(r"missing for <class '[\w.]*\.(\w+)'>", description)
-    if missing:
-        description = f"something is missing around this {missing.group(1).lower()}"
-    elif description.startswith("Invalid expression / Unexpected token"):
-        description = "unexpected token"
-    elif description.startswith("Expecting"):
-        description = description.lower()
     near = first.get("highlight")
-    where = f" at column {first['col']}" if first.get("col") else ""
-    return f"does not parse: {description}" + (f" near {near!r}" if near else "") + where
+    if re.search(r"missing for <class", description):
+        what = "an operand is missing"
+    elif description.startswith("Expecting"):
+        what = f"{description[len('Expecting'):].strip()!r} is missing"
+    elif description.startswith("Invalid expression / Unexpected token"):
+        what = "unexpected text"
+    else:
+        what = description
+    where = (f" near {near!r}" if near else "") + (f" (column {first['col']})" if first.get("col") else "")
+    return f"does not parse: {what}{where}"
 
 
 def _tokens(text: str) -> list:
@@ -218,8 +219,8 @@ def _table_problem(table: exp.Table, views: set[str]) -> str | None:
         return f"reads the table {'.'.join(qualifier + [name])}; an sql step reads only its input view {SQL_INPUT_VIEW!r}"
     if name.lower() in views:
         return None
-    return (f"reads {name!r}, which is not defined; an sql step reads its input as {SQL_INPUT_VIEW!r}"
-            f"{did_you_mean(name, sorted(views))}")
+    return (f"reads {name!r}, which is not defined{did_you_mean(name, sorted(views))}; an sql step reads its "
+            f"input as {SQL_INPUT_VIEW!r}")
 
 
 @lru_cache(maxsize=1024)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from .errors import Issue
 from .flow import Flow, Lineage, walk_steps
 from .spec import StreamApp
+from .suggest import did_you_mean
 
 RESERVED_NAMES = ("input",)
 
@@ -62,7 +63,8 @@ def _readable(graph: Graph, name: str, path: str, what: str) -> Issue | None:
         return Issue(path, f"{name!r} is a table; {what} reads a source or a stream (join a table with a join step, "
                      "or declare the topic as a source to read it as a stream)")
     known = sorted(set(graph.sources) | set(graph.streams))
-    return Issue(path, f"{name!r} is not defined; {what} reads one of: {', '.join(known) or '(none)'}")
+    hint = did_you_mean(name, known)
+    return Issue(path, f"{name!r} is not defined{hint}; {what} reads one of: {', '.join(known) or '(none)'}")
 
 
 def _references(app: StreamApp, graph: Graph, issues: list[Issue]) -> dict[str, list[tuple[str, str]]]:
@@ -86,7 +88,8 @@ def _references(app: StreamApp, graph: Graph, issues: list[Issue]) -> dict[str, 
             if join.table is not None and join.table not in graph.tables:
                 kind = graph.kind_of(join.table)
                 hint = f"it is a {kind[:-1]}; use 'stream:' to join it" if kind else \
-                    f"tables: {', '.join(sorted(graph.tables)) or '(none)'}"
+                    f"tables: {', '.join(sorted(graph.tables)) or '(none, declare it under spec.tables)'}" + \
+                    did_you_mean(join.table, graph.tables)
                 issues.append(Issue(f"{path}.table", f"{join.table!r} is not a table; {hint}"))
             if join.stream is not None:
                 problem = _readable(graph, join.stream, f"{path}.stream", "a stream join")

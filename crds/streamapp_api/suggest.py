@@ -16,8 +16,8 @@ def close_matches(name: str, candidates: Iterable[str], n: int = 3) -> list[str]
 
 
 def did_you_mean(name: str, candidates: Iterable[str]) -> str:
-    """'; did you mean 'user'?' (or 'user' or 'users'), or '' when nothing is close."""
+    """" (did you mean 'user'?)" (or 'user' or 'users'), or '' when nothing is close."""
     found = close_matches(name, candidates)
     if not found:
         return ""
-    return "; did you mean " + " or ".join(repr(f) for f in found) + "?"
+    return " (did you mean " + " or ".join(repr(f) for f in found) + "?)"
