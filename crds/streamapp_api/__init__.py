@@ -8,6 +8,7 @@ from . import contract
 from .document import load, parse, validate
 from .durations import parse_duration, parse_quantity, spark_interval, spark_memory, spark_memory_mib
 from .errors import InvalidSpec, Issue
+from .policy import Policy, check_policy
 from .resolve import Resolved, resolve
 from .sinks import KafkaSink, PostgresSink, Sink
 from .sources import METADATA_COLUMNS, Kafka, Source, Table
@@ -21,7 +22,7 @@ __all__ = [
     "contract",
     "API_VERSION", "GROUP", "KIND", "PLURAL", "SHORT_NAMES", "VERSION", "METADATA_COLUMNS",
     "Accumulate", "Aggregate", "Condition", "Dedupe", "Explode", "InvalidSpec", "Issue", "Join",
-    "Kafka", "KafkaSink", "PostgresSink", "Sink", "SinkStatus", "Source", "Step", "Stream",
+    "Kafka", "KafkaSink", "Policy", "check_policy", "PostgresSink", "Sink", "SinkStatus", "Source", "Step", "Stream",
     "StreamApp", "StreamAppSpec", "StreamAppStatus", "Table", "Window",
     "Resolved", "resolve", "load", "parse", "validate", "parse_duration", "parse_quantity", "spark_interval",
     "spark_memory", "spark_memory_mib",

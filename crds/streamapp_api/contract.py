@@ -36,13 +36,19 @@ def kafka_env_options(environ: dict[str, str]) -> dict[str, str]:
 
 # Which of an app's Kafka client options (spec.kafka.options and its Secret's keys) the operator's and
 # the runtime's own admin clients (librdkafka: partition counts, waiting for topics) take: how to reach
-# and authenticate to the cluster, nothing that loads code or changes files (plugin.library.paths…).
-ADMIN_OPTION_PREFIXES = ("security.", "sasl.", "ssl.")
+# and authenticate to the cluster. A safe list, not a prefix: under ssl.* and sasl.* librdkafka also
+# loads code (ssl.engine.location), runs commands (sasl.kerberos.kinit.cmd), reads files of the
+# operator's pod (ssl.*.location) and fetches URLs (sasl.oauthbearer.token.endpoint.url).
+ADMIN_CLIENT_OPTIONS = frozenset({
+    "security.protocol", "sasl.mechanism", "sasl.mechanisms", "sasl.username", "sasl.password",
+    "ssl.ca.pem", "ssl.certificate.pem", "ssl.key.pem", "ssl.key.password", "ssl.endpoint.identification.algorithm",
+    "ssl.cipher.suites", "ssl.curves.list", "ssl.sigalgs.list", "enable.ssl.certificate.verification",
+})
 
 
 def admin_client_options(options: dict[str, str]) -> dict[str, str]:
     """The options an admin client of ours takes from an app's (un-prefixed) Kafka client options."""
-    return {k: v for k, v in options.items() if k.startswith(ADMIN_OPTION_PREFIXES)}
+    return {k: v for k, v in options.items() if k in ADMIN_CLIENT_OPTIONS}
 
 
 # --- metrics and health, served by the driver -----------------------------------------------------

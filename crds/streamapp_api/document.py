@@ -7,29 +7,32 @@ from typing import Any
 from pydantic import ValidationError
 
 from .errors import InvalidSpec, Issue, issues_from_validation_error
+from .policy import Policy, check_policy
 from .semantic import check
 from .spec import StreamApp
 
 
-def parse(document: Any) -> tuple[StreamApp | None, list[Issue]]:
-    """The model (None when the shape is wrong) and every finding, errors and warnings."""
+def parse(document: Any, policy: Policy | None = None) -> tuple[StreamApp | None, list[Issue]]:
+    """The model (None when the shape is wrong) and every finding, errors and warnings: the API's own
+    checks, then the cluster's ``policy`` (default: ``Policy()``, docs/security.md)."""
     if not isinstance(document, dict):
         return None, [Issue("(document)", f"a StreamApp manifest is a mapping, got {type(document).__name__}")]
     try:
         app = StreamApp.model_validate(document)
     except ValidationError as exc:
         return None, issues_from_validation_error(exc, StreamApp)
-    return app, check(app)
+    issues = check(app)
+    return app, [*issues, *(i for i in check_policy(app, policy) if i not in issues)]
 
 
-def validate(document: Any) -> list[Issue]:
+def validate(document: Any, policy: Policy | None = None) -> list[Issue]:
     """Every finding about one manifest; an empty list means valid without warnings."""
-    return parse(document)[1]
+    return parse(document, policy)[1]
 
 
-def load(document: Any) -> StreamApp:
+def load(document: Any, policy: Policy | None = None) -> StreamApp:
     """The checked StreamApp, or InvalidSpec carrying the errors (warnings are not errors)."""
-    app, issues = parse(document)
+    app, issues = parse(document, policy)
     errors = [i for i in issues if i.severity == "error"]
     if app is None or errors:
         raise InvalidSpec(errors)

@@ -16,7 +16,8 @@ from typing import Any
 import yaml
 
 from .document import parse
-from .errors import Issue
+from .errors import InvalidSpec, Issue
+from .policy import Policy
 from .spec import GROUP, KIND
 
 _PART = re.compile(r"\.?([A-Za-z_][A-Za-z0-9_]*)|\[([^\]]*)\]")
@@ -83,8 +84,8 @@ def _is_other_kind(doc: Any) -> str | None:
     return None
 
 
-def check_text(text: str, file: str) -> list[Report]:
-    """Reports for every document of one YAML text."""
+def check_text(text: str, file: str, policy: Policy | None = None) -> list[Report]:
+    """Reports for every document of one YAML text, under ``policy`` (default: ``Policy()``)."""
     try:
         docs = list(yaml.safe_load_all(text))
         nodes = list(yaml.compose_all(text))
@@ -101,23 +102,26 @@ def check_text(text: str, file: str) -> list[Report]:
         if other:
             reports.append(Report(file, index, name, skipped=other))
             continue
-        _, issues = parse(doc)
+        _, issues = parse(doc, policy)
         reports.append(Report(file, index, name, [(issue, locate(node, issue.path)) for issue in issues]))
     if not any(r.skipped is None for r in reports):
         reports.append(Report(file, 0, None, [(Issue("(file)", f"no {KIND} manifest found"), None)]))
     return reports
 
 
-def check_file(file: str) -> list[Report]:
+def check_file(file: str, policy: Policy | None = None) -> list[Report]:
     if file == "-":
-        return check_text(sys.stdin.read(), "<stdin>")
+        return check_text(sys.stdin.read(), "<stdin>", policy)
     with open(file, encoding="utf-8") as handle:
-        return check_text(handle.read(), file)
+        return check_text(handle.read(), file, policy)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="+", metavar="FILE", help="YAML manifests ('-' for stdin)")
     parser.add_argument("--strict", action="store_true", help="treat warnings as errors")
+    parser.add_argument("--policy", metavar="FILE", help="the cluster's policy (YAML: the chart's `policy` values; "
+                        "what apps may run: images, sparkConf, functions, Kafka options); default: the safe defaults "
+                        "of docs/security.md")
     parser.add_argument("-q", "--quiet", action="store_true", help="print only findings, not valid manifests")
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text", help="output format")
 
@@ -139,9 +143,17 @@ def _text(report: Report, quiet: bool) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     reports: list[Report] = []
+    try:
+        policy = Policy.from_file(args.policy) if args.policy else None
+    except OSError as exc:
+        print(f"streamapp validate: cannot read {args.policy}: {exc.strerror}", file=sys.stderr)
+        return 2
+    except InvalidSpec as exc:
+        print(f"streamapp validate: {exc}", file=sys.stderr)
+        return 2
     for file in args.files:
         try:
-            reports.extend(check_file(file))
+            reports.extend(check_file(file, policy))
         except OSError as exc:
             print(f"streamapp validate: cannot read {file}: {exc.strerror}", file=sys.stderr)
             return 2

@@ -10,6 +10,8 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
+from streamapp_api import Policy
+
 from . import names
 from .act.apply import execute
 from .decide.plan import plan as decide
@@ -51,11 +53,11 @@ def read(kube: Kube, namespace: str, name: str, known: dict | None = None) -> tu
 
 
 def observe(kube: Kube, body: dict, pod: dict | None, children: dict,
-            caches: Caches | None = None) -> tuple[Observed, kafka_observe.Probe | None]:
+            caches: Caches | None = None, policy: Policy | None = None) -> tuple[Observed, kafka_observe.Probe | None]:
     caches = caches or Caches()
     meta = body["metadata"]
     namespace, name = meta["namespace"], meta["name"]
-    app, issues = kube_observe.checked_app(body)
+    app, issues = kube_observe.checked_app(body, policy)
     common = dict(name=name, namespace=namespace, uid=meta["uid"], generation=int(meta.get("generation") or 0),
                   status=dict(body.get("status") or {}))
     if app is None:
@@ -96,7 +98,7 @@ def reconcile(kube: Kube, namespace: str, name: str, settings: Settings, memory:
             metrics.forget(namespace, name)
             result = "gone"
             return Outcome(None)
-        obs, probe = observe(kube, body, pod, children, caches)
+        obs, probe = observe(kube, body, pod, children, caches, settings.policy)
         moment = now or datetime.now(timezone.utc)
         plan = decide(obs, settings, memory, moment)
         acted = execute(kube, obs, plan)

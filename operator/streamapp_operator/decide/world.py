@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from streamapp_api import Issue, StreamApp, StreamAppSpec
+from streamapp_api import Issue, Policy, StreamApp, StreamAppSpec
 
 from .restarts import PodObservation
 from .scaling import PendingScale
@@ -80,6 +80,7 @@ class Memory:
 @dataclass(frozen=True)
 class Settings:
     default_image: str
+    policy: Policy = field(default_factory=Policy)  # what apps may run on this cluster (docs/security.md)
     scale_debounce: timedelta = timedelta(seconds=60)
     terminating_poll: timedelta = timedelta(seconds=2)
 

@@ -10,7 +10,7 @@ from functools import partial
 import yaml
 from pydantic import ValidationError
 
-from streamapp_api import StreamApp, contract, parse
+from streamapp_api import Policy, StreamApp, contract, parse
 
 from .. import names
 from ..decide.children import MUTABLE
@@ -27,10 +27,11 @@ CHILD_KINDS = (
 )
 
 
-def checked_app(body: dict) -> tuple[StreamApp | None, list]:
-    """The app as the API holds it, checked like ``streamapp validate`` (status left out)."""
+def checked_app(body: dict, policy: Policy | None = None) -> tuple[StreamApp | None, list]:
+    """The app as the API holds it, checked like ``streamapp validate`` and the admission webhook,
+    under the cluster's policy (status left out)."""
     document = {k: v for k, v in body.items() if k != "status"}
-    app, issues = parse(document)
+    app, issues = parse(document, policy)
     errors = [i for i in issues if i.severity == "error"]
     return (None if errors else app), errors
 

@@ -29,7 +29,7 @@ def stream(steps=STEPS, **extra):
     ({"suspend": True}, "ignore", "spec.suspend"),
     ({"executors": 3}, "rescale", "spec.executors"),
     ({"scaling": {"maxExecutors": 4}}, "rescale", "spec.scaling"),
-    ({"image": "registry.example/streamapp:2"}, "restart", "spec.image"),
+    ({"image": "streamapp/runtime:2"}, "restart", "spec.image"),
     ({"executor": {"memory": "4g"}}, "restart", "spec.executor"),
     ({"sparkConf": {"spark.ui.enabled": "false"}}, "restart", "spec.sparkConf"),
     ({"trigger": "10s"}, "restart", "spec.trigger"),
@@ -53,8 +53,8 @@ def stream(steps=STEPS, **extra):
     ({"state": {"resetNonce": "1", "checkpoint": {"storageClassName": "fast"}}}, "incompatible",
      "spec.state.checkpoint.storageClassName"),
     # the most disruptive change wins
-    ({"executors": 3, "image": "x:2"}, "restart", "spec.image"),
-    ({"image": "x:2", "shufflePartitions": 3}, "incompatible", "spec.shufflePartitions"),
+    ({"executors": 3, "image": "streamapp/runtime:2"}, "restart", "spec.image"),
+    ({"image": "streamapp/runtime:2", "shufflePartitions": 3}, "incompatible", "spec.shufflePartitions"),
 ])
 def test_classify_change(change, kind, field):
     result = classify_change(spec_with(), spec_with(**change))
@@ -66,5 +66,5 @@ def test_classify_change(change, kind, field):
 
 
 def test_changing_back_is_no_change():
-    old, new = spec_with(image="a:1"), spec_with(image="a:1")
+    old, new = spec_with(image="streamapp/runtime:1"), spec_with(image="streamapp/runtime:1")
     assert classify_change(old, new).kind == "ignore"

@@ -101,7 +101,7 @@ def test_lost_driver_is_recorded_with_its_cause(pod, last_restart):
 
 @pytest.mark.parametrize("spec, applied, reason", [
     ({"executors": 4}, {}, "Rescale"),
-    ({"image": "runtime:2"}, {}, "SpecChange"),
+    ({"image": "streamapp/runtime:2"}, {}, "SpecChange"),
     ({"shufflePartitions": 12, "state": {"resetNonce": "2"}}, {}, "SpecChange"),
 ])
 def test_planned_restart_is_recorded_but_not_counted(spec, applied, reason):
