@@ -39,15 +39,37 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--peering", default=None,
                         help="kopf peering name for several operator replicas; default: standalone (no peering)")
     parser.add_argument("--liveness", default=None, help="kopf liveness endpoint, e.g. http://0.0.0.0:8081/healthz")
+    parser.add_argument("--policy", metavar="FILE", default=os.environ.get("STREAMAPP_OPERATOR_POLICY"),
+                        help="what apps may run on this cluster (YAML: images, sparkConf, functions, kafkaOptions; "
+                        "docs/security.md); default: the safe defaults")
+    webhook = parser.add_argument_group("admission webhook (off unless --webhook-port is given)")
+    webhook.add_argument("--webhook-port", type=int, default=0, help="serve the validating webhook (HTTPS) on this port")
+    webhook.add_argument("--webhook-address", default="0.0.0.0", help="address the webhook listens on")
+    webhook.add_argument("--webhook-service", metavar="NAME.NAMESPACE",
+                         help="the webhook's Service: the DNS names of the certificate the operator makes")
+    webhook.add_argument("--webhook-host", action="append", default=[], metavar="NAME_OR_IP",
+                         help="another name or IP the API server reaches the webhook by (repeatable)")
+    webhook.add_argument("--webhook-configuration", metavar="NAME",
+                         help="ValidatingWebhookConfiguration to put the operator's CA into (not with --webhook-cert-dir)")
+    webhook.add_argument("--webhook-cert-dir", metavar="DIR",
+                         help="tls.crt and tls.key (e.g. from cert-manager) instead of a certificate the operator makes")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
     few_malloc_arenas()
 
     import kopf
 
+    from streamapp_api import InvalidSpec, Policy
+
     from . import handlers, names
     from .decide.world import Settings
     from .report import metrics
+    from .webhook import WebhookOptions, enable
+
+    try:
+        policy = Policy.from_file(args.policy) if args.policy else Policy()
+    except (OSError, InvalidSpec) as exc:
+        parser.error(f"--policy {args.policy}: {exc}")
 
     if os.environ.get("STREAMAPP_OPERATOR_TRACEMALLOC"):
         from .report.memory import trace_to
@@ -59,7 +81,12 @@ def main(argv: list[str] | None = None) -> int:
     handlers.RECONCILER.settings = Settings(
         default_image=args.runtime_image or names.DEFAULT_RUNTIME_IMAGE,
         scale_debounce=timedelta(seconds=args.scale_debounce),
+        policy=policy,
     )
+    if args.webhook_port:
+        enable(policy, WebhookOptions(port=args.webhook_port, address=args.webhook_address, service=args.webhook_service,
+                                      hosts=tuple(args.webhook_host), configuration=args.webhook_configuration,
+                                      cert_dir=args.webhook_cert_dir))
     if args.metrics_port:
         metrics.serve(args.metrics_port, args.metrics_address)
     kopf.run(

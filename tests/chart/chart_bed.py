@@ -61,9 +61,16 @@ def by_kind(docs: list[dict], kind: str) -> list[dict]:
     return [d for d in docs if d["kind"] == kind]
 
 
-def one(docs: list[dict], kind: str) -> dict:
-    found = by_kind(docs, kind)
-    assert len(found) == 1, f"expected one {kind}, got {len(found)}"
+# Objects of the admission webhook and the policy sit beside the operator's own of the same kinds.
+SIDE_OBJECTS = ("-webhook", "-policy")
+
+
+def one(docs: list[dict], kind: str, suffix: str | None = None) -> dict:
+    """The one object of ``kind`` whose name ends with ``suffix`` (None: the operator's own, not a
+    webhook or policy object)."""
+    found = [d for d in by_kind(docs, kind) if (d["metadata"]["name"].endswith(suffix) if suffix is not None
+                                                 else not d["metadata"]["name"].endswith(SIDE_OBJECTS))]
+    assert len(found) == 1, f"expected one {kind}{' ' + suffix if suffix else ''}, got {len(found)}"
     return found[0]
 
 

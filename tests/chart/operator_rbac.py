@@ -83,6 +83,9 @@ def operator_calls() -> set[tuple[str, str, str]]:
         elif verb == "request" and kind == "POST" and isinstance(node.args[1], ast.JoinedStr) \
                 and _literal(node.args[1].values[-1]) == "/events":
             needs.add(("", "events", "create"))
+        elif verb == "request" and kind in ("GET", "PATCH") and where.endswith("/webhook.py"):
+            # the operator's CA into its ValidatingWebhookConfiguration (webhook.inject_ca_bundle)
+            needs.add(("admissionregistration.k8s.io", "validatingwebhookconfigurations", kind.lower()))
         else:
             raise AssertionError(f"{where}:{line}: kube.{verb}(...) of a shape tests/chart/operator_rbac.py "
                                  "does not know: teach it which permission this call needs")

@@ -14,15 +14,18 @@ from chart_bed import by_kind, render
 from operator_rbac import EXAMPLE, needed
 
 pytestmark = pytest.mark.integration
+WEBHOOK_CONFIGURATION = "streamapp-streamapp-operator"  # the chart's ValidatingWebhookConfiguration (release "streamapp")
 
 
-def _reviews(control_plane, user: str, checks: list[tuple[str, str, str, str]]) -> dict[tuple, bool]:
-    """SubjectAccessReviews (what `kubectl auth can-i --as` asks) for (namespace, group, resource, verb)."""
+def _reviews(control_plane, user: str, checks: list[tuple]) -> dict[tuple, bool]:
+    """SubjectAccessReviews (what `kubectl auth can-i --as` asks) for (namespace, group, resource, verb[, name])."""
     ns_of_user = user.split(":")[2]
     items = []
-    for namespace, group, res, verb in checks:
+    for namespace, group, res, verb, *name in checks:
         resource, _, sub = res.partition("/")
         attrs = {"namespace": namespace, "group": group, "resource": resource, "verb": verb}
+        if name:
+            attrs["name"] = name[0]
         if sub:
             attrs["subresource"] = sub
         items.append({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
@@ -47,19 +50,25 @@ def installed_rbac(control_plane):
     for name in (release_ns, watched, other):
         control_plane.kubectl("create", "namespace", name)
     docs = render(f"watchNamespaces={{{watched}}}", namespace=release_ns)
-    rbac = [d for d in docs if d["kind"] in ("ServiceAccount", "Role", "RoleBinding")]
+    rbac = [d for d in docs if d["kind"] in ("ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")]
     control_plane.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": rbac}))
     account = by_kind(docs, "ServiceAccount")[0]["metadata"]["name"]
     yield f"system:serviceaccount:{release_ns}:{account}", watched, other
     control_plane.kubectl("delete", "namespace", release_ns, watched, other, "--wait=false")
+    for cluster_wide in by_kind(docs, "ClusterRole") + by_kind(docs, "ClusterRoleBinding"):
+        control_plane.kubectl("delete", cluster_wide["kind"].lower(), cluster_wide["metadata"]["name"], "--wait=false",
+                              check=False)
 
 
 def test_the_operator_account_may_do_what_the_operator_does_in_watched_namespaces(control_plane, installed_rbac):
     user, watched, other = installed_rbac
-    need = sorted(needed())
-    allowed = _reviews(control_plane, user, [(watched, *n) for n in need])
+    webhook = {n for n in needed() if n[1] == "validatingwebhookconfigurations"}  # cluster-scoped, one object
+    need = sorted(needed() - webhook)
+    allowed = _reviews(control_plane, user, [(watched, *n) for n in need] +
+                       [("", *n, WEBHOOK_CONFIGURATION) for n in sorted(webhook)])
     assert all(allowed.values()), [k for k, v in allowed.items() if not v]
-    elsewhere = _reviews(control_plane, user, [(other, *n) for n in need] + [("", *n) for n in need])
+    elsewhere = _reviews(control_plane, user, [(other, *n) for n in need] + [("", *n) for n in need] +
+                         [("", *n, "someone-elses-webhook") for n in sorted(webhook)])
     assert not any(elsewhere.values()), [k for k, v in elsewhere.items() if v]
 
 

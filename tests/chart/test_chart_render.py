@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
 from chart_bed import ALL_ON, CHART, MONITORING_KINDS, NAMESPACE, PYTHONPATH, by_kind, dashboard, helm, one, render
 from operator_rbac import granted, needed
@@ -33,8 +34,14 @@ def test_helm_lint(sets):
 def test_default_render_is_namespaced():
     docs = render()
     kinds = sorted(d["kind"] for d in docs)
-    assert kinds == ["ConfigMap", "CustomResourceDefinition", "Deployment", "Role", "RoleBinding", "Service",
-                     "ServiceAccount"], kinds
+    assert kinds == ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "ConfigMap", "CustomResourceDefinition",
+                     "Deployment", "Role", "RoleBinding", "Service", "Service", "ServiceAccount",
+                     "ValidatingWebhookConfiguration"], kinds
+    webhook_role = one(docs, "ClusterRole", "-webhook")  # the only cluster-wide grant: its own configuration
+    assert webhook_role["rules"] == [{"apiGroups": ["admissionregistration.k8s.io"],
+                                      "resources": ["validatingwebhookconfigurations"],
+                                      "resourceNames": [one(docs, "ValidatingWebhookConfiguration")["metadata"]["name"]],
+                                      "verbs": ["get", "patch"]}]
     role, binding = one(docs, "Role"), one(docs, "RoleBinding")
     assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == NAMESPACE
     sa = one(docs, "ServiceAccount")
@@ -64,7 +71,7 @@ def test_watch_namespaces_get_a_role_each_and_a_flag_each():
         assert binding["subjects"][0]["namespace"] == NAMESPACE  # the operator's account lives in the release's
     args = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert [a for a in args if a.startswith("--namespace")] == ["--namespace=apps-a", "--namespace=apps-b"]
-    assert not by_kind(docs, "ClusterRole")
+    assert [d["metadata"]["name"] for d in by_kind(docs, "ClusterRole")] == ["streamapp-streamapp-operator-webhook"]
 
 
 def test_cluster_wide_option():
@@ -145,3 +152,50 @@ def test_dashboard_configmap_carries_the_dashboard_file():
 def test_values_schema_refuses(bad):
     result = helm("template", "x", str(CHART), "--set", bad, check=False)
     assert result.returncode != 0 and "schema" in result.stderr.lower(), (bad, result.stderr)
+
+
+def test_admission_webhook_reaches_the_operator_for_the_watched_namespaces_only():
+    docs = render("watchNamespaces={apps-a,apps-b}")
+    (config,) = by_kind(docs, "ValidatingWebhookConfiguration")
+    (hook,) = config["webhooks"]
+    service = one(docs, "Service", "-webhook")
+    container = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert hook["clientConfig"]["service"] == {"name": service["metadata"]["name"], "namespace": NAMESPACE,
+                                               "path": "/validate-streamapp", "port": 443}
+    assert service["spec"]["ports"][0]["targetPort"] == "webhook" and f"--webhook-port={ports['webhook']}" in container["args"]
+    assert f"--webhook-configuration={config['metadata']['name']}" in container["args"]
+    assert f"--webhook-service={service['metadata']['name']}.{NAMESPACE}" in container["args"]
+    assert hook["namespaceSelector"]["matchExpressions"] == [
+        {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["apps-a", "apps-b"]}]
+    assert hook["rules"][0]["operations"] == ["CREATE", "UPDATE"] and hook["rules"][0]["resources"] == ["streamapps"]
+    assert hook["failurePolicy"] == "Fail" and hook["sideEffects"] == "None" and hook["timeoutSeconds"] <= 10
+    assert "namespaceSelector" not in one(render("rbac.clusterWide=true"), "ValidatingWebhookConfiguration")["webhooks"][0]
+
+
+def test_cert_manager_option_replaces_the_operators_own_ca():
+    docs = render("webhook.certManager.enabled=true")
+    config = one(docs, "ValidatingWebhookConfiguration")
+    certificate = one(docs, "Certificate", "-webhook")
+    assert config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == f"{NAMESPACE}/{certificate['metadata']['name']}"
+    assert not [d for d in by_kind(docs, "ClusterRole") if d["metadata"]["name"].endswith("-webhook")]
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    assert "--webhook-cert-dir=/etc/streamapp/webhook-tls" in pod["containers"][0]["args"]
+    assert not [a for a in pod["containers"][0]["args"] if a.startswith("--webhook-configuration")]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "webhook-tls"]
+    assert volume["secret"]["secretName"] == certificate["spec"]["secretName"]
+    assert not by_kind(render("webhook.enabled=false"), "ValidatingWebhookConfiguration")
+
+
+def test_policy_values_become_the_operators_policy_file():
+    from streamapp_api import Policy
+
+    docs = render("policy.sparkConf.allow={spark.kubernetes.node.selector.*}")
+    text = one(docs, "ConfigMap", "-policy")["data"]["policy.yaml"]
+    policy = Policy.from_mapping(yaml.safe_load(text))
+    assert policy.images == ("streamapp/runtime",)  # runtimeImage's repository, tag cut off
+    assert policy.spark_conf.allow == ("spark.kubernetes.node.selector.*",)
+    assert "reflect" in policy.functions.refuse
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    assert "--policy=/etc/streamapp/policy/policy.yaml" in pod["containers"][0]["args"]
+    assert {"name": "policy", "configMap": {"name": one(docs, "ConfigMap", "-policy")["metadata"]["name"]}} in pod["volumes"]

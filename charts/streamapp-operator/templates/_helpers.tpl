@@ -100,3 +100,9 @@ What the operator does through the API server. Kept next to the operator's code 
 {{- $f := dict "s" 1 "m" 60 "h" 3600 "d" 86400 -}}
 {{- mul $n (get $f $u) -}}
 {{- end -}}
+
+{{/* The policy file: images default to the repository of runtimeImage. */}}
+{{- define "streamapp-operator.policy" -}}
+{{- $images := .Values.policy.images | default (list (regexReplaceAll "[:@][^/]*$" .Values.runtimeImage "")) -}}
+{{- toYaml (dict "images" $images "sparkConf" .Values.policy.sparkConf "functions" .Values.policy.functions "kafkaOptions" .Values.policy.kafkaOptions) -}}
+{{- end -}}

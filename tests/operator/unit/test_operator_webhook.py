@@ -1,0 +1,69 @@
+"""The admission webhook's decision and its certificate (pure parts; the webhook on the real API
+server: tests/operator/test_operator_admission.py)."""
+
+from __future__ import annotations
+
+import copy
+import ssl
+
+import pytest
+from cryptography import x509
+
+from streamapp_api import Policy
+from streamapp_operator import webhook_tls
+from streamapp_operator.webhook import verdict
+
+from operator_apps import BASE
+
+pytestmark = pytest.mark.unit
+
+
+def app(**spec) -> dict:
+    document = copy.deepcopy(BASE)
+    document["spec"].update(spec)
+    return document
+
+
+@pytest.mark.parametrize("new, old, refused", [
+    (app(), None, []),
+    (app(image="evil.example/x:1"), None, ["spec.image"]),
+    (app(sparkConf={"spark.jars": "x.jar", "spark.plugins": "X"}), None,
+     ["spec.sparkConf[spark.jars]", "spec.sparkConf[spark.plugins]"]),
+    # an update is judged by its spec: the same spec passes even when today's policy refuses it
+    (app(image="evil.example/x:1"), app(image="evil.example/x:1"), []),
+    (app(image="evil.example/x:2"), app(image="evil.example/x:1"), ["spec.image"]),
+    (app(sparkConf={"spark.jars": "x.jar"}), app(), ["spec.sparkConf[spark.jars]"]),
+])
+def test_verdict(new, old, refused):
+    result = verdict(new, old, Policy())
+    assert [e.split(": ")[0] for e in result.errors] == refused
+    assert all(path in result.message for path in refused)
+
+
+def test_warnings_pass_and_are_reported():
+    document = app(state={"checkpoint": {"size": "1Gi", "accessModes": ["ReadWriteOnce"]}})
+    result = verdict(document, None, Policy())
+    assert result.errors == () and any("ReadWriteMany" in w for w in result.warnings)
+
+
+def test_the_operators_own_certificate_serves_the_service_and_loopback(tmp_path):
+    files = webhook_tls.make_serving_files(tmp_path, webhook_tls.service_dns_names("op-webhook.ops"), ["127.0.0.1"])
+    cert = x509.load_pem_x509_certificate(files.cert.read_bytes())
+    ca = x509.load_pem_x509_certificate(files.ca.read_bytes())
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert set(names.get_values_for_type(x509.DNSName)) == {
+        "op-webhook", "op-webhook.ops", "op-webhook.ops.svc", "op-webhook.ops.svc.cluster.local"}
+    assert [str(ip) for ip in names.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
+    cert.verify_directly_issued_by(ca)
+    assert files.key.stat().st_mode & 0o077 == 0
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(files.cert, files.key)  # a key that matches the certificate
+
+
+def test_ca_bundle_patch_touches_only_webhooks_without_our_ca():
+    ca = b"-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n"
+    ours = webhook_tls.ca_bundle_patch({"webhooks": [{"clientConfig": {}}]}, ca)[0]["value"]
+    configuration = {"webhooks": [{"clientConfig": {"caBundle": ours}}, {"clientConfig": {"url": "https://x"}}]}
+    assert webhook_tls.ca_bundle_patch(configuration, ca) == [
+        {"op": "add", "path": "/webhooks/1/clientConfig/caBundle", "value": ours}]
+    assert webhook_tls.ca_bundle_patch({"webhooks": [{"clientConfig": {"caBundle": ours}}]}, ca) == []
