@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from streamapp_api import load
+from streamapp_api import StreamApp, load
 from streamapp_runtime.run import runner
 from streamapp_runtime.run.settings import Settings
 from streamapp_runtime.compile.steps import StepError
@@ -16,8 +16,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 NO_BROKER = "127.0.0.1:9"  # nothing listens: a dry run must not need Kafka
 
 
-def _example(name: str, edit=lambda text: text):
-    return load(yaml.safe_load(edit((REPO_DIR / "examples" / f"{name}.yaml").read_text())))
+def _example(name: str, edit=lambda text: text, checked: bool = True):
+    """An example as the operator would pass it (checked), or only shaped into the model: what reaches
+    Spark when a mistake slips past `streamapp validate`."""
+    document = yaml.safe_load(edit((REPO_DIR / "examples" / f"{name}.yaml").read_text()))
+    return load(document) if checked else StreamApp.model_validate(document)
 
 
 def _dry_run(spark, app, tmp_path):
@@ -46,6 +49,7 @@ def test_the_column_types_a_postgres_sink_gets_are_shown(spark, tmp_path):
      "spec.streams[0].steps[0].filter: Spark refused it: [UNRESOLVED_COLUMN.WITH_SUGGESTION]"),
 ])
 def test_a_bad_expression_is_named_by_its_step(spark, tmp_path, edit, message):
+    # validate refuses the misspelled column before Spark sees it; the runtime must still name the step
     with pytest.raises(StepError) as raised:
-        _dry_run(spark, _example("click-sessions", edit), tmp_path)
+        _dry_run(spark, _example("click-sessions", edit, checked=False), tmp_path)
     assert str(raised.value).startswith(message)
