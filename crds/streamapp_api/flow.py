@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from .coltypes import METADATA_TYPES, element_type, field_problem, normalised
 from .errors import Issue
 from .expressions import Expression, expression_problems, parse_expression, unknown_columns
 from .sources import Source, Table
@@ -29,10 +30,20 @@ class Flow:
     watermark: bool
     group_columns: tuple[str, ...] | None = None  # set when the last stateful step was an aggregate
     emit: str | None = None
+    types: tuple[tuple[str, str], ...] = ()  # column -> normalised Spark type, where known
 
     @classmethod
     def of_source(cls, source: Source) -> "Flow":
-        return cls(frozenset(source.columns()), source.event_time_column, source.watermark is not None)
+        return cls(frozenset(source.columns()), source.event_time_column, source.watermark is not None,
+                   types=_record_types(source))
+
+    def type_of(self, column: str) -> str | None:
+        """The column's type when known (found ignoring case, as Spark resolves names)."""
+        folded = column.lower()
+        return next((t for c, t in self.types if c.lower() == folded), None)
+
+    def with_types(self, types: dict[str, str]) -> "Flow":
+        return replace(self, types=tuple(sorted((c, t) for c, t in types.items() if t)))
 
     def missing(self, column: str, name: str) -> str:
         present = sorted(c for c in self.columns or () if not c.startswith("__"))
@@ -79,6 +90,21 @@ def select_names(items: list[str]) -> tuple[list[str | None], bool]:
     return names, star
 
 
+def _record_types(item: Source | Table) -> tuple[tuple[str, str], ...]:
+    values = (item.schema_ or {}) if item.format == "json" else {"value": "string"}
+    types = {**METADATA_TYPES, **{c: normalised(t) for c, t in values.items()}}
+    return tuple(sorted((c, t) for c, t in types.items() if t))
+
+
+def _merge_types(left: Flow, right: dict[str, str], prefix: str, keep: tuple[str, ...] = ()) -> dict[str, str]:
+    out = dict(left.types)
+    for column, type_text in right.items():
+        if column in keep or column.startswith("_"):
+            continue
+        out[f"{prefix.replace('-', '_')}_{column}" if column in (left.columns or ()) else column] = type_text
+    return out
+
+
 def _merge_columns(left: frozenset[str] | None, right: set[str] | frozenset[str] | None,
                    prefix: str, keep: tuple[str, ...] = ()) -> frozenset[str] | None:
     if left is None or right is None:
@@ -117,6 +143,12 @@ def walk_steps(stream: "Stream", base: str, flows: dict[str, Flow], lineages: di
             if flow.columns is not None and not parsed.error:
                 issues.extend(Issue(where, flow.missing(column, stream.name))
                               for column in unknown_columns(parsed, flow.columns, set(visible)))
+                for parts in dict.fromkeys(p for p in parsed.references if len(p) > 1):
+                    found = field_problem(parts, flow.type_of(parts[0]))
+                    if found:
+                        struct, field, fields = found
+                        issues.append(Issue(where, f"{struct!r} has no field {field!r}{did_you_mean(field, fields)}; "
+                                            f"its fields are: {', '.join(fields)}"))
             return parsed
 
         if kind == "filter":
@@ -135,19 +167,25 @@ def walk_steps(stream: "Stream", base: str, flows: dict[str, Flow], lineages: di
                 columns = frozenset(set(names) | metadata | (set(flow.columns or ()) if star else set()))
             kept = [p.name for p in parsed if p.references == ((p.name,),)]  # bare column references
             keeps_time = star or (flow.event_time or "").startswith("_") or flow.event_time in kept
+            types = dict(flow.types) if star else {c: t for c, t in flow.types if c.startswith("_")}
+            types.update({p.name: flow.type_of(p.name) for p in parsed if p.name in kept})
             flow = replace(flow, columns=columns, event_time=flow.event_time if keeps_time else None,
-                           watermark=flow.watermark and keeps_time, group_columns=None)
+                           watermark=flow.watermark and keeps_time, group_columns=None).with_types(types)
         elif kind == "withColumns":
             for k, (name, text) in enumerate(value.items()):
                 check(text, f"{path}.withColumns.{name}", tuple(value)[:k])
             replaced_time = flow.event_time in value
             columns = None if flow.columns is None else flow.columns | set(value)
             flow = replace(flow, columns=columns, event_time=None if replaced_time else flow.event_time,
-                           watermark=flow.watermark and not replaced_time)
+                           watermark=flow.watermark and not replaced_time).with_types(
+                {c: t for c, t in flow.types if c not in value})
         elif kind == "explode":
             need(value.column, f"{path}.explode.column")
             if flow.columns is not None and value.as_:
                 flow = replace(flow, columns=flow.columns | {value.as_})
+            target = value.as_ or value.column
+            flow = flow.with_types({**{c: t for c, t in flow.types if c != target},
+                                    target: element_type(flow.type_of(value.column))})
         elif kind == "keyBy":
             check(value, f"{path}.keyBy")  # sets _key (again, or after an aggregate, anew)
             flow = replace(flow, columns=None if flow.columns is None else flow.columns | {"_key"})
@@ -156,7 +194,10 @@ def walk_steps(stream: "Stream", base: str, flows: dict[str, Flow], lineages: di
                 table = tables.get(value.table)
                 need(value.key or "_key", f"{path}.join.key")
                 if table is not None:
+                    table_types = dict(_record_types(table))
+                    merged = _merge_types(flow, {c: table_types.get(c, "") for c in table.value_columns()}, table.name)
                     flow = replace(flow, columns=_merge_columns(flow.columns, table.value_columns(), table.name))
+                    flow = flow.with_types(merged)
                     lineage = lineage.merge(Lineage(tables=(table.name,)))
             else:
                 other = flows.get(value.stream)
@@ -172,8 +213,9 @@ def walk_steps(stream: "Stream", base: str, flows: dict[str, Flow], lineages: di
                                             f"sides; {side!r} has none (set watermark on its source)"))
                 lineage = lineage.merge(lineages.get(value.stream, Lineage()))
                 lineage = lineage.merge(Lineage(stream_joins=(f"{path}.join",)))
+                merged = _merge_types(flow, dict(other.types), value.stream, tuple(value.using or ()))
                 flow = replace(flow, columns=_merge_columns(flow.columns, other.columns, value.stream, tuple(value.using or ())),
-                               watermark=flow.watermark and other.watermark, group_columns=None)
+                               watermark=flow.watermark and other.watermark, group_columns=None).with_types(merged)
         elif kind == "window":
             following = steps[j + 1].aggregate if j + 1 < len(steps) else None
             if following is None:
@@ -195,9 +237,12 @@ def walk_steps(stream: "Stream", base: str, flows: dict[str, Flow], lineages: di
                 columns |= {"window_start", "window_end"}
             lineage = lineage.merge(Lineage(aggregations=((f"{path}.aggregate", window is not None,
                                                            window is not None and flow.watermark),)))
+            types = {c: flow.type_of(c) for c in value.group_by if c not in value.columns}
+            if window is not None:
+                types.update(window_start="timestamp", window_end="timestamp")
             flow = Flow(frozenset(columns), "window_end" if window is not None else None,
                         window is not None and flow.watermark,
-                        tuple((["window_start"] if window is not None else []) + list(value.group_by)))
+                        tuple((["window_start"] if window is not None else []) + list(value.group_by))).with_types(types)
         elif kind == "accumulate":
             for k, column in enumerate(value.key):
                 need(column, f"{path}.accumulate.key[{k}]")
@@ -205,7 +250,8 @@ def walk_steps(stream: "Stream", base: str, flows: dict[str, Flow], lineages: di
                 check(text, f"{path}.accumulate.columns.{name}")
             lineage = lineage.merge(Lineage(accumulates=(f"{path}.accumulate",)))
             columns = None if flow.columns is None else flow.columns | set(value.columns)
-            flow = replace(flow, columns=columns, group_columns=None)
+            flow = replace(flow, columns=columns, group_columns=None).with_types(
+                {c: t for c, t in flow.types if c not in value.columns})
         elif kind == "dedupe":
             for k, column in enumerate(value.keys):
                 need(column, f"{path}.dedupe.keys[{k}]")

@@ -204,3 +204,41 @@ def test_expressions_accepted_in_a_pipeline(steps, emit):
 def test_expressions_refused_in_a_pipeline(steps, emit, path, fragment):
     found = errors(app_with(steps, emit))
     assert any(p == path and fragment in m for p, m in found), found
+
+
+NESTED = {"name": "orders", "topic": "orders", "eventTime": "ts", "watermark": "30s",
+          "schema": {"id": "string", "ts": "timestamp", "payload": "struct<amount:double,currency:string>",
+                     "items": "array<struct<price:double,qty:int>>", "attrs": "map<string,string>",
+                     "deep": "struct<a:struct<b:int>>"}}
+
+
+def nested_app(steps):
+    doc = app_with(steps)
+    doc["spec"]["sources"].append(NESTED)
+    doc["spec"]["streams"][0]["from"] = "orders"
+    return doc
+
+
+@pytest.mark.parametrize("steps", [
+    [{"filter": "payload.amount > 1 AND Payload.CURRENCY = 'EUR' AND deep.a.b = 1 AND attrs.color = 'red'"}],
+    [{"withColumns": {"prices": "items.price", "n": "size(items)"}}],  # a field of every array element
+    [{"explode": {"column": "items", "as": "item"}}, {"filter": "item.price * item.qty > 10"}],
+    [{"select": ["payload", "ts"]}, {"filter": "payload.currency = 'EUR'"}],
+    [{"withColumns": {"payload": "named_struct('x', 1)"}}, {"filter": "payload.x = 1"}],  # type no longer known
+    [{"filter": "transform(items, i -> i.prise) IS NOT NULL"}],  # lambda fields are not followed
+])
+def test_struct_fields_accepted(steps):
+    assert errors(nested_app(steps)) == []
+
+
+@pytest.mark.parametrize("steps, path, fragment", [
+    ([{"filter": "payload.amout > 1"}], "spec.streams[0].steps[0].filter",
+     "'payload' has no field 'amout' (did you mean 'amount'?); its fields are: amount, currency"),
+    ([{"withColumns": {"p": "items.prise"}}], "spec.streams[0].steps[0].withColumns.p", "'items' has no field 'prise'"),
+    ([{"filter": "deep.a.c = 1"}], "spec.streams[0].steps[0].filter", "'deep.a' has no field 'c'"),
+    ([{"explode": {"column": "items", "as": "item"}}, {"keyBy": "item.qtty"}], "spec.streams[0].steps[1].keyBy",
+     "(did you mean 'qty'?)"),
+])
+def test_struct_fields_refused(steps, path, fragment):
+    found = errors(nested_app(steps))
+    assert any(p == path and fragment in m for p, m in found), found
