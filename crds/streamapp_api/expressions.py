@@ -227,7 +227,7 @@ def _table_problem(table: exp.Table, views: set[str]) -> str | None:
 def sql_problems(text: str) -> tuple[str, ...]:
     """Why an ``sql`` step's text would be refused: it must be exactly one SELECT statement (or a set
     operation of SELECTs) reading only the input view, common table expressions of its own, and
-    generator functions. Empty when it is fine."""
+    generator functions, and running no script (TRANSFORM ... USING). Empty when it is fine."""
     try:
         tokens = _tokens(text)
     except TokenError as exc:
@@ -248,6 +248,8 @@ def sql_problems(text: str) -> tuple[str, ...]:
         return (f"must be one SELECT statement, not {_statement_kind(tree, tokens)}",)
     views = {SQL_INPUT_VIEW} | {str(cte.alias).lower() for cte in tree.find_all(exp.CTE)}
     problems = []
+    if tree.find(exp.QueryTransform):
+        problems.append("runs an external program (SELECT TRANSFORM ... USING 'command'); not allowed")
     tables = list(tree.find_all(exp.Table))
     for table in tables:
         problem = _table_problem(table, views)

@@ -134,6 +134,8 @@ def test_sql_accepted(sql):
     ("SELECT * FROM orc.`s3a://bucket/key`", "reads files"),
     ("SELECT * FROM default.input", "reads the table default.input"),
     ("SELECT * FROM read_files('/x')", "table-valued function read_files()"),
+    ("SELECT TRANSFORM(user) USING '/bin/sh -c id' AS (out) FROM input", "runs an external program"),
+    ("SELECT * FROM input WHERE user IN (SELECT TRANSFORM(user) USING 'cat' FROM input)", "runs an external program"),
     ("SELECT * FROM inptu", "(did you mean 'input'?)"),
     ("SELECT * FROM clicks", "reads its input as 'input'"),
     ("SELECT 1 AS one", "must read the step's input"),
