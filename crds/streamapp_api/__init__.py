@@ -8,6 +8,7 @@ from . import contract
 from .document import load, parse, validate
 from .durations import parse_duration, parse_quantity, spark_interval, spark_memory, spark_memory_mib
 from .errors import InvalidSpec, Issue
+from .expressions import expression_sites, functions_in
 from .policy import Policy, check_policy
 from .resolve import Resolved, resolve
 from .sinks import KafkaSink, PostgresSink, Sink
@@ -24,6 +25,6 @@ __all__ = [
     "Accumulate", "Aggregate", "Condition", "Dedupe", "Explode", "InvalidSpec", "Issue", "Join",
     "Kafka", "KafkaSink", "Policy", "check_policy", "PostgresSink", "Sink", "SinkStatus", "Source", "Step", "Stream",
     "StreamApp", "StreamAppSpec", "StreamAppStatus", "Table", "Window",
-    "Resolved", "resolve", "load", "parse", "validate", "parse_duration", "parse_quantity", "spark_interval",
+    "Resolved", "resolve", "expression_sites", "functions_in", "load", "parse", "validate", "parse_duration", "parse_quantity", "spark_interval",
     "spark_memory", "spark_memory_mib",
 ]
