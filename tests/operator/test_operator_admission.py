@@ -17,28 +17,17 @@ import pytest
 import yaml
 from operator_bed import EXAMPLES, Cluster, OperatorProcess, unique, wait_for
 
-from streamapp_testbed.paths import REPO_DIR
+from streamapp_testbed.manifests import MANIFESTS, header, manifests
 from streamapp_testbed.process import free_port
 
 pytestmark = pytest.mark.integration
-MANIFESTS = REPO_DIR / "tests" / "manifests"
 WEBHOOK = "validate-streamapp.streamapp.io"
-
-
-def header(path: Path) -> dict[str, str]:
-    fields = {}
-    for line in path.read_text().splitlines():
-        if not line.startswith("#"):
-            break
-        key, _, value = line.lstrip("# ").partition(": ")
-        fields[key] = value.strip()
-    return fields
 
 
 # What the webhook must refuse: every attack, every user mistake, and every invalid manifest that only
 # `streamapp validate` caught before (the CRD schema refuses the others itself: test_api_server.py).
-REFUSED = [*sorted((MANIFESTS / "attacks").glob("*.yaml")), *sorted((MANIFESTS / "mistakes").glob("*.yaml")),
-           *(p for p in sorted((MANIFESTS / "invalid").glob("*.yaml")) if header(p)["refused-by"] == "validate")]
+REFUSED = [*manifests("attacks"), *manifests("mistakes"),
+           *(p for p in manifests("invalid") if header(p)["refused-by"] == "validate")]
 
 
 def webhook_configuration(name: str, namespace: str, port: int) -> dict:

@@ -1,11 +1,7 @@
 """Every example validates; every invalid manifest is refused with a message naming its field.
 
-Invalid manifests live in tests/manifests/invalid/, each starting with comment lines:
-  # expect: <field path the refusal names (the reported path is this field or one inside it)>
-  # refused-by: apiserver | validate   (apiserver: the CRD schema or CEL refuses it, so
-  #                                      `kubectl apply --dry-run=server` must fail too)
-  # message: <fragment of streamapp validate's message>
-  # why: <what is wrong, in words>
+Invalid manifests live in tests/manifests/invalid/, each starting with the comment lines
+streamapp_testbed.manifests describes (apiserver: `kubectl apply --dry-run=server` must fail too).
 `streamapp validate` must refuse all of them: it checks everything the API server checks and more.
 """
 
@@ -16,29 +12,16 @@ import yaml
 
 from streamapp_api import load, validate
 from streamapp_api.validate_cli import check_file
+from streamapp_testbed.manifests import HEADER_FIELDS, header, manifests, names_field
 
 pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
-INVALID = sorted((ROOT / "tests" / "manifests" / "invalid").glob("*.yaml"))
+INVALID = manifests("invalid")
 SEED_SCENARIOS = {
     "click-sessions", "not-looking-at-facebook", "pos-invoices", "word-count", "log-routing",
     "stock-stats", "search-clicks", "profile-enrichment",
 }
-
-
-def header(path: Path) -> dict[str, str]:
-    fields = {}
-    for line in path.read_text().splitlines():
-        if not line.startswith("#"):
-            break
-        key, _, value = line.lstrip("# ").partition(": ")
-        fields[key] = value.strip()
-    return fields
-
-
-def names_field(reported: str, expected: str) -> bool:
-    return reported == expected or reported.startswith((expected + ".", expected + "["))
 
 
 def test_one_example_per_seed_scenario():
@@ -64,11 +47,11 @@ def test_enough_invalid_manifests_for_both_refusers():
     assert by.count("apiserver") >= 15
 
 
-@pytest.mark.parametrize("path", INVALID, ids=lambda p: p.stem)
-def test_invalid_manifest_is_refused_naming_the_field(path):
+def assert_refused_naming_the_field(path: Path, refused_by: tuple[str, ...] = ("apiserver", "validate")) -> None:
+    """``streamapp validate`` refuses the manifest at ``path`` as its header says, every finding on a line."""
     fields = header(path)
-    assert {"expect", "refused-by", "message", "why"} <= set(fields), f"{path.name}: header incomplete"
-    assert fields["refused-by"] in ("apiserver", "validate")
+    assert set(HEADER_FIELDS) <= set(fields), f"{path.name}: header incomplete"
+    assert fields["refused-by"] in refused_by
     (report,) = check_file(str(path))
     errors = [issue for issue, _ in report.issues if issue.severity == "error"]
     assert errors, f"{path.name} was accepted"
@@ -76,3 +59,8 @@ def test_invalid_manifest_is_refused_naming_the_field(path):
     assert matching, f"no error names {fields['expect']}: {[str(i) for i in errors]}"
     assert any(fields["message"].lower() in i.message.lower() for i in matching), [str(i) for i in matching]
     assert all(line is not None for _, line in report.issues), "every finding points at a line"
+
+
+@pytest.mark.parametrize("path", INVALID, ids=lambda p: p.stem)
+def test_invalid_manifest_is_refused_naming_the_field(path):
+    assert_refused_naming_the_field(path)
