@@ -10,7 +10,8 @@
   Only reachable through that bridge while the cluster is up; the cluster's own iptables rules keep
   pods on it, and the network guard (netguard.py) drops and reports anything else.
 - Service addresses (10.0.0.0/24): virtual; on the real cluster kube-proxy rewrites them to an
-  address on the bridge before a packet is routed; on the kwok bed nothing may connect to them.
+  address on the bridge, and the host routes them to the bridge from the node address (the API server
+  calls the admission webhook's Service); on the kwok bed nothing may connect to them.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ import yaml
 
 from .certs import client_cert
 from .kube import ControlPlane
-from .networks import BRIDGE, NODE_IP, POD_CIDR
+from .networks import BRIDGE, NODE_IP, POD_CIDR, SERVICE_CIDR
 from .paths import cache_dir, installed
 from .process import ManagedProcess, free_port, run
 
@@ -45,6 +45,11 @@ def network_up(state: dict) -> None:
         run(["ip", "link", "add", BRIDGE, "type", "bridge"])
     run(["ip", "addr", "replace", f"{NODE_IP}/24", "dev", BRIDGE])
     run(["ip", "link", "set", BRIDGE, "up"])
+    # Service addresses from the host (the API server calling a webhook Service) leave by the bridge
+    # with the node address: by the default route they would carry the host's own address, and the
+    # guard's INPUT rule drops a pod's reply to it (and before kube-proxy's rules exist, nothing may
+    # follow the default route off the machine). Goes with the bridge.
+    run(["ip", "route", "replace", SERVICE_CIDR, "dev", BRIDGE, "src", NODE_IP])
     old = state.setdefault("sysctls", {})
     for key, value in SYSCTLS.items():
         path = Path("/proc/sys") / key
