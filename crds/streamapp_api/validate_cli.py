@@ -86,6 +86,7 @@ def _is_other_kind(doc: Any) -> str | None:
 
 def check_text(text: str, file: str, policy: Policy | None = None) -> list[Report]:
     """Reports for every document of one YAML text, under ``policy`` (default: ``Policy()``)."""
+    policy = policy if policy is not None else Policy()
     try:
         docs = list(yaml.safe_load_all(text))
         nodes = list(yaml.compose_all(text))

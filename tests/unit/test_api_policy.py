@@ -70,13 +70,13 @@ def test_image_prefixes(image, prefixes, allowed):
 ])
 def test_safe_spark_settings_pass(key):
     assert check_policy(load(app_with()).model_copy(), Policy()) == []
-    assert [str(i) for i in validate(app_with(sparkConf={key: "1"}))] == []
+    assert [str(i) for i in validate(app_with(sparkConf={key: "1"}), Policy())] == []
 
 
 @pytest.mark.parametrize("key", ["spark.sql.streaming.streamingQueryListeners",
                                  "spark.sql.streaming.checkpointFileManagerClass"])
 def test_code_loading_keys_under_safe_prefixes_are_refused(key):
-    issues = validate(app_with(sparkConf={key: "com.evil.X"}))
+    issues = validate(app_with(sparkConf={key: "com.evil.X"}), Policy())
     assert [i.path for i in issues] == [f"spec.sparkConf[{key}]"] and "loads code" in issues[0].message
 
 
@@ -85,7 +85,7 @@ def test_an_admin_allows_more():
                         sparkConf={"spark.kubernetes.node.selector.pool": "streaming", "spark.jars.packages": "a:b:1"},
                         kafka={"bootstrapServers": "kafka:9092",
                                "options": {"sasl.oauthbearer.token.endpoint.url": "https://idp.example/token"}})
-    refused = {i.path for i in validate(document)}
+    refused = {i.path for i in validate(document, Policy())}
     assert refused == {"spec.image", "spec.sparkConf[spark.kubernetes.node.selector.pool]",
                        "spec.sparkConf[spark.jars.packages]", "spec.kafka.options[sasl.oauthbearer.token.endpoint.url]"}
     policy = Policy.from_mapping({"images": ["registry.example/team/"],
@@ -97,7 +97,7 @@ def test_an_admin_allows_more():
 def test_refused_functions_are_the_policys():
     document = app_with(streams=[{"name": "s", "from": "clicks", "steps": [{"filter": "upper(user) = 'A'"}]}],
                         sinks=[{"from": "s", "kafka": {"topic": "out"}}])
-    assert validate(document) == []
+    assert validate(document, Policy()) == [] and validate(document) == []
     issues = validate(document, Policy.from_mapping({"functions": {"refuse": ["UPPER"]}}))
     assert [(i.path, "upper()" in i.message) for i in issues] == [("spec.streams[0].steps[0].filter", True)]
 
@@ -115,3 +115,10 @@ def test_the_operators_kafka_client_takes_only_safe_options():
              "ssl.ca.location": "/etc/shadow", "sasl.oauthbearer.token.endpoint.url": "http://169.254.169.254/"}
     assert contract.admin_client_options(given) == {
         "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", "sasl.username": "u", "sasl.password": "p"}
+
+
+def test_the_api_alone_applies_no_policy():
+    """The driver's runtime loads the app without a policy: what an admin allowed must also run."""
+    document = app_with(image="registry.example/team/runtime:2", sparkConf={"spark.jars.packages": "a:b:1"})
+    assert load(document).spec.image == "registry.example/team/runtime:2"
+    assert {i.path for i in validate(document, Policy())} == {"spec.image", "spec.sparkConf[spark.jars.packages]"}
