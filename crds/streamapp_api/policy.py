@@ -110,16 +110,16 @@ class Policy(_PolicyModel):
     kafka_options: KafkaOptionPolicy = KafkaOptionPolicy()
 
     @classmethod
-    def from_mapping(cls, document: Any, source: str = "policy") -> "Policy":
+    def from_mapping(cls, document: Any) -> "Policy":
+        """The policy, or InvalidSpec naming each wrong key (e.g. 'sparkConf.alow')."""
         try:
             return cls.model_validate(document or {})
         except ValidationError as exc:
-            raise InvalidSpec([Issue(f"{source}.{i.path}".rstrip("."), i.message)
-                               for i in issues_from_validation_error(exc, cls)]) from exc
+            raise InvalidSpec(issues_from_validation_error(exc, cls)) from exc
 
     @classmethod
     def from_file(cls, path: str | Path) -> "Policy":
-        return cls.from_mapping(yaml.safe_load(Path(path).read_text()), str(path))
+        return cls.from_mapping(yaml.safe_load(Path(path).read_text()))
 
 
 def _matches(key: str, patterns: tuple[str, ...]) -> bool:

@@ -150,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"streamapp validate: cannot read {args.policy}: {exc.strerror}", file=sys.stderr)
         return 2
     except InvalidSpec as exc:
-        print(f"streamapp validate: {exc}", file=sys.stderr)
+        print(f"streamapp validate: --policy {args.policy}: {exc}", file=sys.stderr)
         return 2
     for file in args.files:
         try:
