@@ -130,3 +130,16 @@ def test_locate_falls_back_to_the_deepest_existing_node():
     assert locate(node, "a.b[1].y") == 4
     assert locate(node, "a.b[1].missing") == 4
     assert locate(node, "a.c") == 1
+
+
+def test_policy_file_decides_what_passes(tmp_path, capsys):
+    attack = str(ROOT / "tests" / "manifests" / "attacks" / "03-spark-jars-from-url.yaml")
+    code, out, _ = run(capsys, "validate", attack)
+    assert code == 1 and "spec.sparkConf[spark.jars]" in out and "loads code" in out
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("sparkConf:\n  allow: [spark.jars]\n")
+    code, out, _ = run(capsys, "validate", "--policy", str(policy), attack)
+    assert code == 0, out
+    policy.write_text("sparkConf:\n  alow: [spark.jars]\n")
+    code, _, err = run(capsys, "validate", "--policy", str(policy), attack)
+    assert code == 2 and "sparkConf.alow" in err and "did you mean 'allow'" in err
