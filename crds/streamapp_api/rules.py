@@ -17,6 +17,12 @@ from .sources import SCHEMA_TYPE_HELP, SPARK_MANAGED_KAFKA_OPTIONS, Source, Spar
 from .spec import APP_NAME_HELP, APP_NAME_PATTERN, StreamApp
 from .steps import SHUFFLING_STEPS, STEP_KEYS, Join, Step, Window
 
+# What the driver may do through the API server, to fit its Role (operator render/security.py).
+_DRIVER_SCOPE_CONF = (
+    "spark.kubernetes.executor.disableConfigMap", "spark.kubernetes.driver.service.deleteOnTermination",
+    "spark.kubernetes.driver.ownPersistentVolumeClaim", "spark.kubernetes.driver.reusePersistentVolumeClaim",
+    "spark.kubernetes.allocation.pods.allocator",
+)
 SPARK_MANAGED_CONF = (
     "spark.master", "spark.app.name", "spark.submit.deployMode",
     "spark.executor.instances", "spark.executor.cores", "spark.executor.memory", "spark.executor.memoryOverhead",
@@ -24,8 +30,13 @@ SPARK_MANAGED_CONF = (
     "spark.sql.shuffle.partitions", "spark.sql.streaming.checkpointLocation",
     "spark.sql.streaming.stateStore.providerClass",
     "spark.kubernetes.namespace", "spark.kubernetes.container.image",
+    *_DRIVER_SCOPE_CONF,
 )
-_MANAGED_PREFIXES = ("spark.dynamicAllocation.",)
+# spark.authenticate*, spark.network.crypto.*: the operator authenticates and encrypts every app.
+_MANAGED_PREFIXES = ("spark.dynamicAllocation.", "spark.authenticate", "spark.network.crypto.")
+_SPARK_TRAFFIC_HINT = ("the operator authenticates and encrypts Spark's traffic between driver and executors "
+                       "with a key of the app's own (docs/operator.md, 'Spark traffic and network')")
+_DRIVER_ROLE_HINT = "the driver's Role allows only what Spark needs with the operator's setting (docs/operator.md)"
 _MANAGED_HINT = {
     "spark.sql.shuffle.partitions": "use spec.shufflePartitions",
     "spark.executor.instances": "use spec.executors or spec.scaling",
@@ -35,7 +46,14 @@ _MANAGED_HINT = {
     "spark.driver.memory": "use spec.driver.memory",
     "spark.kubernetes.container.image": "use spec.image",
     "spark.sql.streaming.stateStore.providerClass": "use spec.state.store",
+    **dict.fromkeys(_DRIVER_SCOPE_CONF, _DRIVER_ROLE_HINT),
 }
+
+
+def _hint(key: str) -> str:
+    if key.startswith(("spark.authenticate", "spark.network.crypto.")):
+        return _SPARK_TRAFFIC_HINT
+    return _MANAGED_HINT.get(key, "the operator sets it")
 
 
 def _columns_ok(mapping: dict | None, path: str) -> Iterator[Issue]:
@@ -156,7 +174,7 @@ def check_settings(app: StreamApp) -> Iterator[Issue]:
         elif not key.startswith("spark."):
             yield Issue(path, f"{key!r} is not a Spark setting; keys start with 'spark.'")
         elif key in SPARK_MANAGED_CONF or key.startswith(_MANAGED_PREFIXES):
-            hint = _MANAGED_HINT.get(key, "the operator sets it")
+            hint = _hint(key)
             yield Issue(path, f"{key!r} is managed by the operator and cannot be set here; {hint}")
     yield from _check_capacity(app)
 

@@ -54,7 +54,14 @@ def main(argv: list[str] | None = None) -> int:
     webhook.add_argument("--webhook-cert-dir", metavar="DIR",
                          help="tls.crt and tls.key (e.g. from cert-manager) instead of a certificate the operator makes")
     parser.add_argument("-v", "--verbose", action="store_true")
+    from .render import network
+
+    network.add_arguments(parser)
     args = parser.parse_args(argv)
+    try:
+        network_policies = network.from_arguments(args)
+    except ValueError as exc:
+        parser.error(str(exc))
     few_malloc_arenas()
 
     import kopf
@@ -82,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         default_image=args.runtime_image or names.DEFAULT_RUNTIME_IMAGE,
         scale_debounce=timedelta(seconds=args.scale_debounce),
         policy=policy,
+        network=network_policies,
     )
     if args.webhook_port:
         enable(policy, WebhookOptions(port=args.webhook_port, address=args.webhook_address, service=args.webhook_service,

@@ -28,6 +28,11 @@ DRIVER_PORT = 7078
 BLOCK_MANAGER_PORT = 7079
 DEFAULT_RUNTIME_IMAGE = "streamapp/runtime:0.1.0"
 CHECKPOINT_VOLUME = "checkpoint"
+# The per-app Spark authentication key (a Secret the operator fills at creation), mounted in the driver
+# and every executor at the same path (spark.authenticate.secret.file).
+SPARK_AUTH_VOLUME = "spark-auth"
+SPARK_AUTH_DIR = "/var/run/secrets/streamapp.io/spark-auth"
+SPARK_AUTH_KEY = "secret"
 
 
 def driver_pod(app: str) -> str:
@@ -52,6 +57,14 @@ def role_binding(app: str) -> str:
 
 def config_map(app: str) -> str:
     return f"{app}-config"
+
+
+def spark_auth_secret(app: str) -> str:
+    return f"{app}-spark-auth"
+
+
+def network_policy(app: str) -> str:
+    return f"{app}-spark"
 
 
 def checkpoint_claim(app: str) -> str:

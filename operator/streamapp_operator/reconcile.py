@@ -43,10 +43,11 @@ class Caches:
     progress: metrics_observe.ProgressCache | None = None
 
 
-def read(kube: Kube, namespace: str, name: str, known: dict | None = None) -> tuple[dict | None, dict | None, dict]:
+def read(kube: Kube, namespace: str, name: str, known: dict | None = None,
+         network: bool = False) -> tuple[dict | None, dict | None, dict]:
     """The app, its driver pod and its children (but the ``known`` ones, remembered from a recent
     reconcile), asked at once: (app, pod, "Kind/name" -> child or None)."""
-    reads = kube_observe.child_reads(kube, namespace, name, known)
+    reads = kube_observe.child_reads(kube, namespace, name, known, network)
     body, pod, *found = kube.gather([lambda: kube.get("StreamApp", namespace, name),
                                      lambda: kube.get("Pod", namespace, names.driver_pod(name)), *reads.values()])
     return body, pod, {**(known or {}), **dict(zip(reads, found))}
@@ -89,11 +90,12 @@ def reconcile(kube: Kube, namespace: str, name: str, settings: Settings, memory:
     one's children were collected) holds the driver back and asks for a full reconcile at once."""
     started = time.monotonic()
     result = "error"
+    network = settings.network is not None
     try:
         if created is not None:
-            body, pod, children = created, None, dict.fromkeys(kube_observe.child_keys(name))
+            body, pod, children = created, None, dict.fromkeys(kube_observe.child_keys(name, network))
         else:
-            body, pod, children = read(kube, namespace, name, known)
+            body, pod, children = read(kube, namespace, name, known, network)
         if body is None or body["metadata"].get("deletionTimestamp"):
             metrics.forget(namespace, name)
             result = "gone"

@@ -16,7 +16,7 @@ from streamapp_api import InvalidSpec, load
 
 from . import names
 from .decide.scaling import desired_executors
-from .render import Launch, render_all
+from .render import Launch, network, render_all
 
 PLACEHOLDER_UID = "00000000-0000-0000-0000-000000000000"
 
@@ -28,9 +28,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="total partitions of the source topics (default: 1 per source topic)")
     parser.add_argument("--runtime-image", default=names.DEFAULT_RUNTIME_IMAGE)
     parser.add_argument("--uid", default=PLACEHOLDER_UID, help="the StreamApp's uid for owner references")
+    network.add_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        network_policies = network.from_arguments(args)
+    except ValueError as exc:
+        print(f"streamapp render: {exc}", file=sys.stderr)
+        return 2
     text = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()
     documents = [d for d in yaml.safe_load_all(text) if isinstance(d, dict) and d.get("kind") == "StreamApp"]
     if not documents:
@@ -49,6 +55,6 @@ def run(args: argparse.Namespace) -> int:
         sources = sum(len(s.topic_list) for s in app.spec.sources)
         partitions = args.partitions if args.partitions is not None else sources
         launch = Launch(desired_executors(partitions, app.spec), args.runtime_image)
-        out.extend(render_all(app, args.uid, launch))
+        out.extend(render_all(app, args.uid, launch, network_policies))
     sys.stdout.write(yaml.safe_dump_all(out, sort_keys=False, default_flow_style=False))
     return 0

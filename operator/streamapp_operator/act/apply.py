@@ -7,7 +7,9 @@ every child it needs, and only ever with create-if-absent: its fixed name is the
 
 from __future__ import annotations
 
+import base64
 import logging
+import secrets
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -18,6 +20,20 @@ from ..kubeapi import Kube
 from ..report.status import write_status
 
 log = logging.getLogger(__name__)
+
+
+SPARK_AUTH_KEY_BYTES = 32
+
+
+def with_key(obj: dict) -> dict:
+    """The object to create: the app's Spark authentication Secret (rendered without its key, so that
+    renderings stay deterministic) gets a fresh random key; anything else is created as rendered.
+    Created only if absent and never patched (decide/children.py), the key is never rotated under a
+    running driver."""
+    if obj["kind"] != "Secret" or obj["metadata"]["labels"].get(names.LABEL_COMPONENT) != "spark-auth":
+        return obj
+    key = base64.b64encode(secrets.token_bytes(SPARK_AUTH_KEY_BYTES)).decode()
+    return {**obj, "data": {names.SPARK_AUTH_KEY: key}}
 
 
 @dataclass
@@ -35,7 +51,7 @@ def execute(kube: Kube, obs: Observed, plan: Plan) -> Acted:
     if plan.status_first and write_status(kube, obs, plan.status):
         done.append("status")
     # The children do not depend on one another: created and patched at once, all before the driver.
-    creates = [partial(lambda obj: kube.create(obj), obj) for obj in plan.create]
+    creates = [partial(lambda obj: kube.create(with_key(obj)), obj) for obj in plan.create]
     patches = [partial(lambda patch: kube.patch(patch), patch) for patch in plan.patch]
     results = kube.gather(creates + patches)
     done += [f"created {obj['kind']}/{obj['metadata']['name']}" for obj, made in zip(plan.create, results) if made]

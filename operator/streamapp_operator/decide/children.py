@@ -1,16 +1,18 @@
 """Which rendered children are missing and which need a patch to converge.
 
 Only the fields the operator owns and may change are compared: labels and owner references
-everywhere, plus a Role's rules, a RoleBinding's subjects and a Service's ports. Immutable parts (a
-claim's spec, a binding's roleRef) are created once and left alone; the ConfigMap is the driver's
-input and is written by the plan, never here.
+everywhere, plus a Role's rules, a RoleBinding's subjects, a Service's ports and a NetworkPolicy's
+spec. Immutable parts (a claim's spec, a binding's roleRef) are created once and left alone; the
+ConfigMap is the driver's input and is written by the plan, never here. The Spark authentication
+Secret is only ever created (with its key, by act/): never patched, so never rotated under a driver.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-MUTABLE = {"Role": ("rules",), "RoleBinding": ("subjects",), "Service": ("spec.ports",)}
+MUTABLE = {"Role": ("rules",), "RoleBinding": ("subjects",), "Service": ("spec.ports",), "NetworkPolicy": ("spec",)}
+NEVER_PATCHED = ("ConfigMap", "Secret")  # here: the plan writes the ConfigMap; the Secret is create-only
 
 
 def key(obj: dict) -> str:
@@ -50,13 +52,13 @@ def converge(rendered: dict, observed: dict) -> dict | None:
 
 
 def plan_children(rendered: list[dict], observed: dict[str, dict | None]) -> tuple[list[dict], list[dict]]:
-    """(objects to create, patches to apply), ConfigMap excluded from patches."""
+    """(objects to create, patches to apply), the NEVER_PATCHED kinds excluded from patches."""
     create, patches = [], []
     for obj in rendered:
         current = observed.get(key(obj))
         if current is None:
             create.append(obj)
-        elif obj["kind"] != "ConfigMap":
+        elif obj["kind"] not in NEVER_PATCHED:
             patch = converge(obj, current)
             if patch:
                 patches.append(patch)

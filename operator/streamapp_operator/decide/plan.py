@@ -31,18 +31,18 @@ def plan(obs: Observed, settings: Settings, memory: Memory, now: datetime) -> Pl
     kafka = _kafka_health(obs, memory)
     change, app = _classify(obs)
     sizing = _sizing(obs, app, settings, kafka.memory, now)
-    children = _children(obs, app, sizing.launch)
+    children = _children(obs, app, sizing.launch, settings)
     kafka_retry = _kafka_retry(kafka.memory.kafka_failures)
     driver = driver_outcome(_driver_inputs(obs, settings, app, change, sizing.launch, children, kafka_retry, now))
     return _assemble(obs, app, change, kafka, sizing, children, driver, kafka_retry, now)
 
 
-def _children(obs: Observed, app: StreamApp, launch: Launch | None) -> list[dict]:
+def _children(obs: Observed, app: StreamApp, launch: Launch | None, settings: Settings) -> list[dict]:
     if launch:
-        return render_children(app, obs.uid, launch)
+        return render_children(app, obs.uid, launch, settings.network)
     # Without an executor count there is no ConfigMap to write yet (it carries the count), but the
     # other children can exist already.
-    return [c for c in render_children(app, obs.uid, Launch(1)) if c["kind"] != "ConfigMap"]
+    return [c for c in render_children(app, obs.uid, Launch(1), settings.network) if c["kind"] != "ConfigMap"]
 
 
 def _driver_inputs(obs: Observed, settings: Settings, app: StreamApp, change: Change, launch: Launch | None,

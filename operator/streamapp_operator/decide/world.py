@@ -8,6 +8,8 @@ from typing import Any, Literal
 
 from streamapp_api import Issue, Policy, StreamApp, StreamAppSpec
 
+from ..render import NetworkPolicies
+
 from .restarts import PodObservation
 from .scaling import PendingScale
 
@@ -83,6 +85,7 @@ class Settings:
     policy: Policy = field(default_factory=Policy)  # what apps may run on this cluster (docs/security.md)
     scale_debounce: timedelta = timedelta(seconds=60)
     terminating_poll: timedelta = timedelta(seconds=2)
+    network: NetworkPolicies | None = None  # --network-policies: each app gets a NetworkPolicy
 
 
 @dataclass(frozen=True)

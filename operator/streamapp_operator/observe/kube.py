@@ -22,9 +22,14 @@ from ..kubeapi import Kube
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's when built with it: the same objects, faster
 CHILD_KINDS = (
     ("ServiceAccount", names.service_account), ("Role", names.role), ("RoleBinding", names.role_binding),
-    ("PersistentVolumeClaim", names.checkpoint_claim), ("ConfigMap", names.config_map),
-    ("Service", names.driver_service),
+    ("PersistentVolumeClaim", names.checkpoint_claim), ("Secret", names.spark_auth_secret),
+    ("ConfigMap", names.config_map), ("Service", names.driver_service),
 )
+NETWORK_KINDS = (("NetworkPolicy", names.network_policy),)  # with --network-policies only
+
+
+def child_kinds(network: bool = False) -> tuple:
+    return CHILD_KINDS + (NETWORK_KINDS if network else ())
 
 
 def checked_app(body: dict, policy: Policy | None = None) -> tuple[StreamApp | None, list]:
@@ -36,20 +41,21 @@ def checked_app(body: dict, policy: Policy | None = None) -> tuple[StreamApp | N
     return (None if errors else app), errors
 
 
-def child_keys(app: str) -> list[str]:
+def child_keys(app: str, network: bool = False) -> list[str]:
     """"Kind/name" of each child the operator makes for the app (the driver pod aside)."""
-    return [f"{kind}/{name(app)}" for kind, name in CHILD_KINDS]
+    return [f"{kind}/{name(app)}" for kind, name in child_kinds(network)]
 
 
-def child_reads(kube: Kube, namespace: str, app: str, known: dict | None = None) -> dict[str, Callable[[], dict | None]]:
+def child_reads(kube: Kube, namespace: str, app: str, known: dict | None = None,
+                network: bool = False) -> dict[str, Callable[[], dict | None]]:
     """"Kind/name" -> a read of that child (for ``Kube.gather``), leaving out the ``known`` ones."""
     return {f"{kind}/{name(app)}": partial(lambda kind, child: kube.get(kind, namespace, child), kind, name(app))
-            for kind, name in CHILD_KINDS if f"{kind}/{name(app)}" not in (known or {})}
+            for kind, name in child_kinds(network) if f"{kind}/{name(app)}" not in (known or {})}
 
 
 def remembered(children: dict[str, dict | None]) -> dict[str, dict] | None:
     """What the decision reads of each child (names, labels, owners, the fields it converges, the
-    ConfigMap's data), to stand in for reading them again; None when one is missing."""
+    ConfigMap's data; never a Secret's), to stand in for reading them again; None when one is missing."""
     out = {}
     for key, obj in children.items():
         if obj is None:

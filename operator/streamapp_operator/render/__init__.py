@@ -10,31 +10,39 @@ from streamapp_api import StreamApp
 from .common import Launch, metadata, namespace_of
 from .config import config_hash, render_config_map, spark_properties
 from .driver import render_driver_pod
+from .network import NetworkPolicies, render_network_policy
 from .rbac import DRIVER_RULES, render_role, render_role_binding, render_service_account
+from .security import render_spark_auth_secret
 from .service import render_service
 from .storage import render_checkpoint_claim
 
 __all__ = [
-    "DRIVER_RULES", "Launch", "config_hash", "metadata", "namespace_of", "render_all", "render_children",
-    "render_checkpoint_claim", "render_config_map", "render_driver_pod", "render_role",
-    "render_role_binding", "render_service", "render_service_account", "spark_properties",
+    "DRIVER_RULES", "Launch", "NetworkPolicies", "config_hash", "metadata", "namespace_of", "render_all",
+    "render_children", "render_checkpoint_claim", "render_config_map", "render_driver_pod",
+    "render_network_policy", "render_role", "render_role_binding", "render_service", "render_service_account",
+    "render_spark_auth_secret", "spark_properties",
 ]
 
 
-def render_children(app: StreamApp, uid: str, launch: Launch) -> list[dict]:
-    """Everything but the driver pod, in the order they must exist (the pod needs all of them)."""
-    return [
+def render_children(app: StreamApp, uid: str, launch: Launch, network: NetworkPolicies | None = None) -> list[dict]:
+    """Everything but the driver pod, in the order they must exist (the pod needs all of them);
+    the NetworkPolicy only with ``network`` (the operator's --network-policies)."""
+    children = [
         render_service_account(app, uid),
         render_role(app, uid),
         render_role_binding(app, uid),
         render_checkpoint_claim(app, uid),
+        render_spark_auth_secret(app, uid),
         render_config_map(app, uid, launch),
         render_service(app, uid),
     ]
+    if network is not None:
+        children.append(render_network_policy(app, uid, network))
+    return children
 
 
-def render_all(app: StreamApp, uid: str, launch: Launch) -> list[dict]:
+def render_all(app: StreamApp, uid: str, launch: Launch, network: NetworkPolicies | None = None) -> list[dict]:
     """Every object of one StreamApp, the driver pod last."""
-    children = render_children(app, uid, launch)
-    config = children[4]
+    children = render_children(app, uid, launch, network)
+    config = next(c for c in children if c["kind"] == "ConfigMap")
     return children + [render_driver_pod(app, uid, launch, config_hash(config))]

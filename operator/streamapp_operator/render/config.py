@@ -16,6 +16,7 @@ from streamapp_api import StreamApp, contract, spark_memory
 
 from .. import names
 from .common import CONTAINER_SECURITY, POD_SECURITY, Launch, image_of, metadata, namespace_of
+from .security import SPARK_DRIVER_SCOPE_CONF, SPARK_SECURITY_CONF, auth_mount, auth_volume
 
 EXECUTOR_TEMPLATE = contract.EXECUTOR_TEMPLATE_FILE
 _VOLUME = f"spark.kubernetes.executor.volumes.persistentVolumeClaim.{names.CHECKPOINT_VOLUME}"
@@ -58,6 +59,8 @@ def spark_properties(app: StreamApp, launch: Launch) -> dict[str, str]:
         "spark.kubernetes.executor.podTemplateFile": f"{names.CONFIG_DIR}/{EXECUTOR_TEMPLATE}",
         "spark.kubernetes.executor.podTemplateContainerName": "executor",
         **contract.app_sql_conf(spec.state.store),
+        **SPARK_SECURITY_CONF,
+        **SPARK_DRIVER_SCOPE_CONF,
     }
     if spec.image_pull_policy:
         props["spark.kubernetes.container.image.pullPolicy"] = spec.image_pull_policy
@@ -71,8 +74,9 @@ def spark_properties(app: StreamApp, launch: Launch) -> dict[str, str]:
 
 
 def executor_template(app: StreamApp) -> dict:
-    """The pod template Spark starts executors from: locked down like the driver (Spark adds its
-    own local-dir emptyDirs, the checkpoint volume and the resources)."""
+    """The pod template Spark starts executors from: locked down like the driver, with the app's
+    Spark authentication key (Spark adds its own local-dir emptyDirs, the checkpoint volume and the
+    resources)."""
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -85,9 +89,9 @@ def executor_template(app: StreamApp) -> dict:
                 "name": "executor",
                 "env": [{"name": "HOME", "value": "/tmp"}],
                 "securityContext": copy.deepcopy(CONTAINER_SECURITY),
-                "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+                "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}, auth_mount()],
             }],
-            "volumes": [{"name": "tmp", "emptyDir": {}}],
+            "volumes": [{"name": "tmp", "emptyDir": {}}, auth_volume(app)],
         },
     }
 

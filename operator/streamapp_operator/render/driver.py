@@ -12,6 +12,7 @@ from streamapp_api import StreamApp, contract, spark_memory_mib
 
 from .. import names
 from .common import CONTAINER_SECURITY, POD_SECURITY, Launch, image_of, metadata
+from .security import auth_mount, auth_volume
 
 
 def pod_memory_mib(memory: str, overhead: str | None) -> int:
@@ -70,6 +71,7 @@ def _container(app: StreamApp, launch: Launch) -> dict:
             {"name": names.CHECKPOINT_VOLUME, "mountPath": names.CHECKPOINT_MOUNT},
             {"name": "tmp", "mountPath": "/tmp"},
             {"name": "spark-local", "mountPath": names.SPARK_LOCAL_DIR},
+            auth_mount(),
         ],
     }
     if spec.image_pull_policy:
@@ -109,6 +111,7 @@ def render_driver_pod(app: StreamApp, uid: str, launch: Launch, config_hash: str
                  "persistentVolumeClaim": {"claimName": names.checkpoint_claim(name)}},
                 {"name": "tmp", "emptyDir": {}},
                 {"name": "spark-local", "emptyDir": {}},
+                auth_volume(app),
             ],
         },
     }

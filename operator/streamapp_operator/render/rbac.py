@@ -1,8 +1,18 @@
 """The driver's identity: a ServiceAccount and a namespaced Role with exactly what Spark needs.
 
-Spark's driver (client mode, spark.kubernetes.driver.pod.name set) creates, watches, labels and
-deletes its executor pods, and creates and deletes the per-application ConfigMap and Service it
-attaches to them, plus on-demand PersistentVolumeClaims when configured. Nothing cluster-wide.
+What Spark 4.0's driver (client mode, spark.kubernetes.driver.pod.name set) calls, with the
+settings of render/security.py (no executor ConfigMap, no Service deletion, no claims of its own):
+
+- get its own pod (ExecutorPodsAllocator, at start) and an executor's (ExecutorPodsLifecycleManager);
+- list and watch executor pods by label (ExecutorPodsWatchSnapshotSource and the polling source;
+  waiting for its own pod to be ready);
+- create executor pods; patch them (the executor-id label when an executor asks for its id, the
+  decommission label);
+- delete one executor pod, and delete executor pods by label selector (deletecollection: pending
+  pods past their creation timeout, killed executors, all of them when the driver stops).
+
+RBAC has no label-scoped rules, so these verbs hold for every pod of the namespace, not only the
+app's executors (docs/operator.md, "The driver's Role"). Nothing cluster-wide.
 """
 
 from __future__ import annotations
@@ -15,8 +25,6 @@ from .common import metadata
 DRIVER_RULES = (
     {"apiGroups": [""], "resources": ["pods"],
      "verbs": ["get", "list", "watch", "create", "patch", "delete", "deletecollection"]},
-    {"apiGroups": [""], "resources": ["services", "configmaps", "persistentvolumeclaims"],
-     "verbs": ["get", "list", "watch", "create", "delete", "deletecollection"]},
 )
 
 

@@ -27,9 +27,19 @@ def test_render_prints_every_object_the_operator_applies(capsys):
     objects = list(yaml.safe_load_all(out))
     assert code == 0
     assert [o["kind"] for o in objects] == ["ServiceAccount", "Role", "RoleBinding", "PersistentVolumeClaim",
-                                            "ConfigMap", "Service", "Pod"]
+                                            "Secret", "ConfigMap", "Service", "Pod"]
     assert {o["metadata"]["namespace"] for o in objects} == {"streams"}
-    assert "spark.executor.instances=3\n" in objects[4]["data"]["spark.properties"]  # 6 partitions / 2 cores
+    assert "spark.executor.instances=3\n" in objects[5]["data"]["spark.properties"]  # 6 partitions / 2 cores
+
+
+def test_render_prints_the_network_policy_the_operator_would_apply(capsys):
+    code, out, _ = _run(capsys, str(EXAMPLES / "word-count.yaml"), "--network-policies",
+                        "--network-policy-egress=all", "--network-policy-operator=ops/app=op")
+    objects = {o["kind"]: o for o in yaml.safe_load_all(out)}
+    assert code == 0
+    assert objects["NetworkPolicy"]["spec"]["egress"] == [{}]
+    code, _, err = _run(capsys, str(EXAMPLES / "word-count.yaml"), "--network-policies", "--network-policy-egress=x")
+    assert code == 2 and "'x' is not a port" in err
 
 
 def test_render_refuses_an_invalid_manifest_with_the_field(capsys, tmp_path):
