@@ -37,11 +37,13 @@ def _rendered_kinds() -> tuple[set[str], set[str]]:
     import yaml
 
     from streamapp_api import load
-    from streamapp_operator.render import Launch, render_all, render_children
+    from streamapp_operator.render import Launch, NetworkPolicies, render_all, render_children
 
     app = load(yaml.safe_load(EXAMPLE.read_text()))
-    created = {o["kind"] for o in render_all(app, "uid-1", Launch(2))}
-    patched = {o["kind"] for o in render_children(app, "uid-1", Launch(2))}  # the pod is never patched
+    network = NetworkPolicies()  # with --network-policies (the chart's default), so with the NetworkPolicy
+    created = {o["kind"] for o in render_all(app, "uid-1", Launch(2), network)}
+    # The pod is never patched; nor is the Spark authentication Secret (create-only: decide/children.py).
+    patched = {o["kind"] for o in render_children(app, "uid-1", Launch(2), network)} - {"Secret"}
     return created, patched
 
 
@@ -64,7 +66,7 @@ def _literal(node: ast.AST) -> str | None:
 
 
 def operator_calls() -> set[tuple[str, str, str]]:
-    from streamapp_operator.observe.kube import CHILD_KINDS
+    from streamapp_operator.observe.kube import child_kinds
 
     created, patched = _rendered_kinds()
     needs: set[tuple[str, str, str]] = set()
@@ -72,8 +74,8 @@ def operator_calls() -> set[tuple[str, str, str]]:
         kind = _literal(node.args[0]) if node.args else None
         if verb in ("get", "list", "delete") and kind:
             needs.add((*resource(kind), verb))
-        elif verb == "get" and where.endswith("observe/kube.py"):  # kube.get(kind, ...) over CHILD_KINDS
-            needs |= {(*resource(k), "get") for k, _ in CHILD_KINDS}
+        elif verb == "get" and where.endswith("observe/kube.py"):  # kube.get(kind, ...) over child_kinds()
+            needs |= {(*resource(k), "get") for k, _ in child_kinds(network=True)}
         elif verb == "create":
             needs |= {(*resource(k), "create") for k in created}
         elif verb == "patch" and any(k.arg == "subresource" for k in node.keywords):

@@ -61,7 +61,8 @@ def test_rbac_is_exactly_what_the_operator_needs():
         assert not extra, f"{sets}: granted but never used: {sorted(extra)}"
         assert all(verb != "*" and res != "*" for _, res, verb in have)
         assert not {r for _, r, _ in have} & {"nodes", "namespaces"}
-        assert {v for _, r, v in have if r == "secrets"} == {"get"}, "secrets: get by name only"
+        # get by name only (never list or watch); create: each app's Spark authentication Secret
+        assert {v for _, r, v in have if r == "secrets"} == {"get", "create"}
 
 
 def test_watch_namespaces_get_a_role_each_and_a_flag_each():

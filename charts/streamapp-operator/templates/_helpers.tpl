@@ -57,8 +57,9 @@ What the operator does through the API server. Kept next to the operator's code 
 - pods: kopf watches driver pods; the reconcile creates and deletes the driver.
 - events: the reconcile and kopf post events on the StreamApp.
 - secrets: get the one named by spec.kafka.secretRef (Kafka credentials for partition counts).
-- The driver's Role (operator render/rbac.py DRIVER_RULES) can only be created by someone who
-  holds every verb in it (RBAC escalation prevention), so those verbs are granted here too.
+- The driver's Role (operator render/rbac.py DRIVER_RULES: pods only) can only be created by someone
+  who holds every verb in it (RBAC escalation prevention), so those verbs are granted here too.
+- The app's Spark authentication Secret and NetworkPolicy: _network.tpl.
 */}}
 {{- define "streamapp-operator.rules" -}}
 - apiGroups: ["streamapp.io"]
@@ -75,7 +76,7 @@ What the operator does through the API server. Kept next to the operator's code 
   verbs: ["get", "list", "watch", "create", "patch", "delete", "deletecollection"]
 - apiGroups: [""]
   resources: ["services", "configmaps", "persistentvolumeclaims"]
-  verbs: ["get", "list", "watch", "create", "patch", "delete", "deletecollection"]
+  verbs: ["get", "create", "patch"]
 - apiGroups: [""]
   resources: ["serviceaccounts"]
   verbs: ["get", "create", "patch"]
