@@ -174,8 +174,13 @@ def operator(e2e_cluster, prometheus):
 
     c = e2e_cluster
     c.kubectl("create", "namespace", NS, check=False)
+    # The test bed's Kafka and Postgres listen on ports of their own: allowed out of the apps' and
+    # the operator's NetworkPolicies as a user would (where the network plugin enforces them).
+    kafka_port, pg_port = c.kafka_bootstrap.rsplit(":", 1)[1], c.postgres_dsn.rsplit(":", 1)[1].split("/")[0]
     c.chart(NS, "upgrade", "--install", "--wait", "--timeout", "5m",
-            values={"operator.scaleDebounce": "5", "operator.resync": "10"})
+            values={"operator.scaleDebounce": "5", "operator.resync": "10", "networkPolicy.enabled": "true",
+                    "networkPolicy.egressPorts": f"{{53/UDP,53/TCP,443,6443,9090,{kafka_port}}}",
+                    "appNetworkPolicies.egressPorts": f"{{53/UDP,53/TCP,443,6443,{kafka_port},{pg_port}}}"})
     yield c
     if c.discarded_after:  # cluster.down() ends every pod and process, and the next up starts afresh
         return

@@ -57,6 +57,40 @@ def test_runs_on_driver_and_executor_pods_and_both_sinks_are_exact(operator):
     assert_outputs_exact(c, timeout=900)
 
 
+AUTH_DIR = "/var/run/secrets/streamapp.io/spark-auth"
+
+
+def test_spark_traffic_is_authenticated_with_the_apps_own_key_and_the_pods_are_fenced(operator):
+    """What a user checks of issue 18 §2 on the running app: the driver's Spark settings, the key file
+    readable by Spark's user in the driver and in every executor (nothing in their environment), the
+    driver's Role limited to pods, the app's NetworkPolicy. (The outputs of the test before prove
+    that executors with the key join and work; tests/runtime/test_spark_auth.py that one without
+    it cannot.)"""
+    import base64
+    import json
+
+    c = operator
+    config = json.loads(c.kubectl("get", "configmap", f"{APP}-config", "-n", NS, "-o", "json").stdout)
+    props = dict(line.split("=", 1) for line in config["data"]["spark.properties"].splitlines() if "=" in line)
+    assert props["spark.authenticate"] == "true" and props["spark.network.crypto.enabled"] == "true"
+    assert props["spark.authenticate.secret.file"] == f"{AUTH_DIR}/secret"
+    secret = json.loads(c.kubectl("get", "secret", f"{APP}-spark-auth", "-n", NS, "-o", "json").stdout)
+    assert len(base64.b64decode(secret["data"]["secret"])) == 32
+    assert secret["metadata"]["ownerReferences"][0]["name"] == APP
+    for pod in running(c, "driver") + running(c, "executor"):
+        name = pod["metadata"]["name"]
+        container = pod["spec"]["containers"][0]
+        assert "SPARK_AUTH_SECRET" not in {e["name"] for e in container.get("env", [])}, name
+        assert AUTH_DIR in {m["mountPath"] for m in container["volumeMounts"]}, name
+        size = c.kubectl("exec", "-n", NS, name, "-c", container["name"], "--",
+                         "sh", "-c", f"id -u; wc -c < {AUTH_DIR}/secret").stdout.split()  # fmt: skip
+        assert size == ["185", "32"], (name, size)
+    role = json.loads(c.kubectl("get", "role", f"{APP}-driver", "-n", NS, "-o", "json").stdout)
+    assert {r for rule in role["rules"] for r in rule["resources"]} == {"pods"}
+    policy = json.loads(c.kubectl("get", "networkpolicy", f"{APP}-spark", "-n", NS, "-o", "json").stdout)
+    assert policy["spec"]["podSelector"]["matchLabels"] == {"streamapp.io/app": APP}
+
+
 def test_driver_pod_force_deleted_new_driver_resumes_from_the_checkpoint(operator):
     c = operator
     old = driver_uid(c)
