@@ -69,8 +69,17 @@ def test_the_operators_own_policy():
     assert every["spec"]["ingress"][0]["from"] == [{"namespaceSelector": {}}]
 
 
+def test_ports_given_with_set_are_numbers_and_work():
+    """`--set 'appNetworkPolicies.egressPorts={53/UDP,9092}'` (what tests/e2e does) gives 9092 as a number."""
+    docs = render("appNetworkPolicies.egressPorts={53/UDP,40123}", "networkPolicy.enabled=true",
+                  "networkPolicy.egressPorts={53/UDP,40123}")
+    assert [(p.port, p.protocol) for p in _settings(docs).egress_ports] == [(53, "UDP"), (40123, "TCP")]
+    assert one(docs, "NetworkPolicy")["spec"]["egress"][0]["ports"][1] == {"protocol": "TCP", "port": 40123}
+
+
 @pytest.mark.parametrize("bad", ["appNetworkPolicies.egressPorts={http}", "networkPolicy.egressPorts={all}",
-                                 "appNetworkPolicies.egressCidrs={10.0.0.0}", "networkPolicy.webhookPort=0"])
+                                 "appNetworkPolicies.egressCidrs={10.0.0.0}", "networkPolicy.webhookPort=0",
+                                 "networkPolicy.egressPorts={70000}"])
 def test_values_schema_refuses_malformed_ports(bad):
     from chart_bed import CHART, helm
 
