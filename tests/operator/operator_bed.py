@@ -39,6 +39,22 @@ def wait_for(what: str, check: Callable[[], object], timeout: float = 60, every:
     raise AssertionError(f"timed out after {timeout}s waiting for {what}; last saw: {last!r}")
 
 
+# Every app of the operator tests gets its NetworkPolicy, as under the chart (through the real API
+# server's validation and defaults: the lifecycle test checks that nothing needs converging after).
+NETWORK_ARGS = ("--network-policies", "--network-policy-operator=streamapp-system/app.kubernetes.io/name=streamapp-operator")
+
+
+def network_settings():
+    """The NetworkPolicies the operator makes of NETWORK_ARGS."""
+    import argparse
+
+    from streamapp_operator.render import network
+
+    parser = argparse.ArgumentParser()
+    network.add_arguments(parser)
+    return network.from_arguments(parser.parse_args(NETWORK_ARGS))
+
+
 class OperatorProcess:
     """``python -m streamapp_operator`` for namespaces matching ``pattern``, logging to a file."""
 
@@ -47,7 +63,8 @@ class OperatorProcess:
         self.metrics_port = free_port()
         self.argv = [sys.executable, "-m", "streamapp_operator", "--namespace", pattern,
                      "--metrics-port", str(self.metrics_port), "--metrics-address", "127.0.0.1",
-                     "--resync", str(resync), "--scale-debounce", str(debounce), "--runtime-image", "streamapp/runtime:test"]
+                     "--resync", str(resync), "--scale-debounce", str(debounce), "--runtime-image", "streamapp/runtime:test",
+                     *NETWORK_ARGS]
         self.proc: ManagedProcess | None = None
         self.starts = 0
 

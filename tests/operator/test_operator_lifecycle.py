@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
 import yaml
 
+from streamapp_api import load
+from streamapp_operator.decide.children import converge
 from streamapp_operator.names import ANN_CONFIG_HASH
-from streamapp_operator.render import config_hash
+from streamapp_operator.render import Launch, config_hash, render_children
 from streamapp_testbed.kafka_admin import add_partitions, create_topic
 from streamapp_testbed.kwok import EXIT_CODE_ANNOTATION, FAIL_LABEL
 
-from operator_bed import example, input_topics, simple_app, unique, wait_for
+from operator_bed import example, input_topics, network_settings, simple_app, unique, wait_for
 
 pytestmark = pytest.mark.integration
-CHILDREN = ("ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Service", "Pod")
+CHILDREN = ("ServiceAccount", "Role", "RoleBinding", "Secret", "ConfigMap", "Service", "NetworkPolicy", "Pod")
 EXAMPLES = ("word-count", "click-sessions", "log-routing", "not-looking-at-facebook", "pos-invoices",
             "profile-enrichment", "search-clicks", "stock-stats")
 
@@ -33,12 +36,17 @@ def test_every_example_gets_its_children_owned_and_a_running_driver(cluster, kaf
     for name in apps:
         wait_for(f"{name} Running", lambda: cluster.status(name).get("phase") == "Running", timeout=120)
         uid = cluster.app(name)["metadata"]["uid"]
-        suffix = {"ConfigMap": "config"}
+        suffix = {"ConfigMap": "config", "Secret": "spark-auth", "NetworkPolicy": "spark"}
+        rendered = {o["kind"]: o for o in render_children(load(apps[name]), uid, Launch(1), network_settings())}
         for kind in CHILDREN:
             child = cluster.get(kind, f"{name}-{suffix.get(kind, 'driver')}")
             assert child is not None, f"{name}: no {kind}"
             owners = child["metadata"].get("ownerReferences") or []
             assert [(o["uid"], o.get("controller")) for o in owners] == [(uid, True)], f"{name}: {kind} owners {owners}"
+            # As the API server holds it (validated, defaulted), nothing is left to converge.
+            if kind in rendered:
+                assert converge(rendered[kind], child) is None, f"{name}: {kind} would be patched again"
+        assert len(base64.b64decode(cluster.get("Secret", f"{name}-spark-auth")["data"]["secret"])) == 32
         claim = cluster.get("PersistentVolumeClaim", f"{name}-checkpoint")
         assert claim["status"]["phase"] == "Bound"
         assert not claim["metadata"].get("ownerReferences"), "retained by default: not garbage-collected"
