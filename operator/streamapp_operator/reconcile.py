@@ -85,9 +85,10 @@ def reconcile(kube: Kube, namespace: str, name: str, settings: Settings, memory:
               created: dict | None = None) -> Outcome:
     """``created``: the app as its create event brought it, when it has no status yet, so nothing of
     it can exist: its driver pod and children are taken as absent rather than read, and the first
-    driver goes out a round trip and eight requests sooner. A create that finds one there after all
-    (an operator that died half-way through this app; an app deleted and made again before the old
-    one's children were collected) holds the driver back and asks for a full reconcile at once."""
+    driver goes out a round trip and nine requests (ten with NetworkPolicies) sooner. A create that
+    finds one there after all (an operator that died half-way through this app; an app deleted and
+    made again before the old one's children were collected) holds the driver back and asks for a
+    full reconcile at once."""
     started = time.monotonic()
     result = "error"
     network = settings.network is not None

@@ -74,7 +74,9 @@ def test_the_operator_account_may_do_what_the_operator_does_in_watched_namespace
 
 def test_the_operator_account_holds_nothing_more(control_plane, installed_rbac):
     user, watched, _ = installed_rbac
-    denied = [(watched, "", "secrets", "list"), (watched, "", "secrets", "watch"),
+    denied = [(watched, "", "secrets", "list"), (watched, "", "secrets", "watch"), (watched, "", "secrets", "patch"),
+              (watched, "", "secrets", "delete"), (watched, "", "configmaps", "delete"),
+              (watched, "", "persistentvolumeclaims", "delete"), (watched, "networking.k8s.io", "networkpolicies", "delete"),
               (watched, "rbac.authorization.k8s.io", "roles", "escalate"),
               (watched, "rbac.authorization.k8s.io", "roles", "bind"),
               (watched, "rbac.authorization.k8s.io", "rolebindings", "delete"),
@@ -87,23 +89,24 @@ def test_the_operator_account_holds_nothing_more(control_plane, installed_rbac):
 
 
 def test_the_operator_account_creates_and_patches_an_apps_objects_itself(control_plane, installed_rbac):
-    """As the account (impersonated), create what the operator renders for an app, the driver's Role
-    and RoleBinding included: the API server's escalation check passes only when the operator holds
-    every verb of that Role."""
+    """As the account (impersonated), create what the operator renders for an app (with its
+    NetworkPolicy and its Spark key), the driver's Role and RoleBinding included: the API server's
+    escalation check passes only when the operator holds every verb of that Role."""
     from streamapp_api import load
-    from streamapp_operator.render import Launch, render_all
+    from streamapp_operator.act.apply import with_key
+    from streamapp_operator.render import Launch, NetworkPolicies, render_all
 
     user, watched, _ = installed_rbac
     document = yaml.safe_load(EXAMPLE.read_text())
     document["metadata"]["namespace"] = watched
-    objects = render_all(load(document), str(uuid.uuid4()), Launch(2))
+    objects = [with_key(o) for o in render_all(load(document), str(uuid.uuid4()), Launch(2), NetworkPolicies())]
     for obj in objects:  # no owner here: keep the garbage collector away from them during the test
         obj["metadata"].pop("ownerReferences", None)
     as_operator = (f"--as={user}",)
     for obj in objects:
         control_plane.kubectl("create", *as_operator, "-f", "-", input=json.dumps(obj))
     for obj in objects:
-        if obj["kind"] != "Pod":
+        if obj["kind"] not in ("Pod", "Secret"):  # the Spark key's Secret is create-only
             control_plane.kubectl("-n", watched, "patch", *as_operator, obj["kind"].lower(), obj["metadata"]["name"],
                                   "--type=merge", "-p", '{"metadata":{"labels":{"chart-test":"patched"}}}')
     pod = next(o for o in objects if o["kind"] == "Pod")
