@@ -49,9 +49,10 @@ def test_rendered_objects_are_accepted_by_the_api_server(control_plane, monitori
     suffix = uuid.uuid4().hex[:6]
     release_ns, watched = f"chart-{suffix}", f"chart-apps-{suffix}"
     _namespaces(control_plane, release_ns, watched)
-    sets = (*ALL_ON, f"watchNamespaces={{{watched}}}") + (("rbac.clusterWide=true",) if mode == "cluster-wide" else ())
+    sets = (*ALL_ON, f"watchNamespaces={{{watched}}}", "networkPolicy.enabled=true") + \
+        (("rbac.clusterWide=true",) if mode == "cluster-wide" else ())
     docs = render(*sets, namespace=release_ns)
-    assert {d["kind"] for d in docs} >= MONITORING_KINDS | {"Deployment", "Service", "ServiceAccount"}
+    assert {d["kind"] for d in docs} >= MONITORING_KINDS | {"Deployment", "Service", "ServiceAccount", "NetworkPolicy"}
     # The CRD first (for real: the dry run of a Role needs nothing of it, the StreamApp below does).
     crds = by_kind(docs, "CustomResourceDefinition")
     control_plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-",
