@@ -16,7 +16,7 @@ from streamapp_api import StreamApp, contract, spark_memory
 
 from .. import names
 from .common import CONTAINER_SECURITY, POD_SECURITY, Launch, image_of, metadata, namespace_of
-from .security import SPARK_DRIVER_SCOPE_CONF, SPARK_SECURITY_CONF, auth_mount, auth_volume
+from .security import EXECUTOR_MASTER_ENV, SPARK_DRIVER_SCOPE_CONF, SPARK_SECURITY_CONF, auth_mount, auth_volume
 
 EXECUTOR_TEMPLATE = contract.EXECUTOR_TEMPLATE_FILE
 _VOLUME = f"spark.kubernetes.executor.volumes.persistentVolumeClaim.{names.CHECKPOINT_VOLUME}"
@@ -87,7 +87,7 @@ def executor_template(app: StreamApp) -> dict:
             "securityContext": copy.deepcopy(POD_SECURITY),
             "containers": [{
                 "name": "executor",
-                "env": [{"name": "HOME", "value": "/tmp"}],
+                "env": [{"name": "HOME", "value": "/tmp"}, dict(EXECUTOR_MASTER_ENV)],
                 "securityContext": copy.deepcopy(CONTAINER_SECURITY),
                 "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}, auth_mount()],
             }],

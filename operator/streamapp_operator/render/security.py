@@ -22,6 +22,13 @@ from .. import names
 from .common import metadata
 
 SECRET_FILE = f"{names.SPARK_AUTH_DIR}/{names.SPARK_AUTH_KEY}"
+# Spark 4.0 reads a key file only where spark.master says Kubernetes, and an executor starts without
+# spark.master (only spark.auth*, spark.network*, … reach its first connection, SparkConf
+# .isExecutorStartupConf), so with the file alone it has no key and never joins. The executor's
+# entrypoint turns SPARK_JAVA_OPT_* variables into JVM options; the driver's spark.master replaces
+# this one once the executor has its properties.
+EXECUTOR_MASTER_ENV = {"name": "SPARK_JAVA_OPT_STREAMAPP_MASTER",
+                       "value": "-Dspark.master=k8s://https://kubernetes.default.svc"}
 # Owner and group read only; the kubelet gives the files the pod's fsGroup (185, Spark's user).
 SECRET_MODE = 0o440
 

@@ -42,6 +42,9 @@ def test_spark_authenticates_and_encrypts_with_a_key_file_on_every_pod():
         "spark.network.crypto.saslFallback": "false"}
     assert "spark.io.encryption.enabled" not in conf  # the user's choice (docs/operator.md)
     template = yaml.safe_load(objs["ConfigMap"]["data"]["executor-template.yaml"])
+    # Without a spark.master of Kubernetes at start, Spark 4.0's executor ignores the key file.
+    env = {e["name"]: e.get("value") for e in template["spec"]["containers"][0]["env"]}
+    assert env["SPARK_JAVA_OPT_STREAMAPP_MASTER"].startswith("-Dspark.master=k8s://")
     for pod in (objs["Pod"], template):
         volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
         mounts = {m["mountPath"]: m for m in pod["spec"]["containers"][0]["volumeMounts"]}
