@@ -80,7 +80,7 @@ def test_spark_traffic_is_authenticated_with_the_apps_own_key_and_the_pods_are_f
     for pod in running(c, "driver") + running(c, "executor"):
         name = pod["metadata"]["name"]
         container = pod["spec"]["containers"][0]
-        assert "SPARK_AUTH_SECRET" not in {e["name"] for e in container.get("env", [])}, name
+        assert "_SPARK_AUTH_SECRET" not in {e["name"] for e in container.get("env", [])}, name
         assert AUTH_DIR in {m["mountPath"] for m in container["volumeMounts"]}, name
         size = c.kubectl("exec", "-n", NS, name, "-c", container["name"], "--",
                          "sh", "-c", f"id -u; wc -c < {AUTH_DIR}/secret").stdout.split()  # fmt: skip

@@ -6,7 +6,7 @@ nothing ever rewrites it, so a running driver and the executors it starts later 
 
 The driver and every executor mount the Secret at the same path and Spark reads the key from that
 file (``spark.authenticate.secret.file``). Without the file, Spark on Kubernetes generates a key and
-hands it to executors in their environment (``SPARK_AUTH_SECRET``), readable by anyone who may read
+hands it to executors in their environment (``_SPARK_AUTH_SECRET``), readable by anyone who may read
 pods in the namespace.
 
 The settings also keep the driver's Kubernetes calls to executor pods only, so that its Role can

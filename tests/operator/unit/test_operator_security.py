@@ -55,7 +55,7 @@ def test_spark_authenticates_and_encrypts_with_a_key_file_on_every_pod():
         # readable by Spark's user through the pod's group, which the kubelet gives the files
         assert pod["spec"]["securityContext"]["fsGroup"] == pod["spec"]["securityContext"]["runAsUser"] == 185
         env = {e["name"] for e in pod["spec"]["containers"][0].get("env", [])}
-        assert "SPARK_AUTH_SECRET" not in env
+        assert "_SPARK_AUTH_SECRET" not in env
 
 
 def test_the_secret_is_rendered_without_a_key_and_owned_by_the_app():
