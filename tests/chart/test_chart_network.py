@@ -78,7 +78,7 @@ def test_ports_given_with_set_are_numbers_and_work():
 
 
 @pytest.mark.parametrize("bad", ["appNetworkPolicies.egressPorts={http}", "networkPolicy.egressPorts={all}",
-                                 "appNetworkPolicies.egressCidrs={10.0.0.0}", "networkPolicy.webhookPort=0",
+                                 "appNetworkPolicies.egressCidrs={10.0.0.0}", "webhook.port=0",
                                  "networkPolicy.egressPorts={70000}"])
 def test_values_schema_refuses_malformed_ports(bad):
     from chart_bed import CHART, helm
