@@ -176,6 +176,33 @@ def parse_expression(text: str) -> Expression:
     return _describe(tree, text)
 
 
+_NOT_BOOLEAN = ((exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.IntDiv), "a number (arithmetic)")
+
+
+def filter_value_type(text: str, type_of) -> str | None:
+    """What a filter condition evaluates to when it is plainly not a boolean (Spark refuses those:
+    FILTER_NOT_BOOLEAN): arithmetic, a number or string literal, a bare column of a known
+    non-boolean type (``type_of(name)``); None when it is or may be a boolean."""
+    try:
+        trees = [t for t in _parse(text) if t is not None]
+    except (ParseError, TokenError):
+        return None
+    if len(trees) != 1:
+        return None
+    tree = trees[0]
+    while isinstance(tree, exp.Paren):
+        tree = tree.this
+    if isinstance(tree, _NOT_BOOLEAN[0]):
+        return _NOT_BOOLEAN[1]
+    if isinstance(tree, exp.Literal):
+        return "a string" if tree.is_string else "a number"
+    if isinstance(tree, exp.Column) and not tree.table:
+        column_type = type_of(tree.name)
+        if column_type and column_type != "boolean":
+            return f"column {tree.name!r} of type {column_type}"
+    return None
+
+
 def functions_in(text: str) -> frozenset[str]:
     """Lower-case names of the functions an expression or sql step calls (empty if it does not parse)."""
     return _functions_cached(text)

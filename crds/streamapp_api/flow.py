@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from .coltypes import METADATA_TYPES, element_type, field_problem, normalised
 from .errors import Issue
-from .expressions import Expression, expression_problems, parse_expression, unknown_columns
+from .expressions import Expression, expression_problems, filter_value_type, parse_expression, unknown_columns
 from .sources import Source, Table
 from .suggest import did_you_mean
 
@@ -152,7 +152,11 @@ def walk_steps(stream: "Stream", base: str, flows: dict[str, Flow], lineages: di
             return parsed
 
         if kind == "filter":
-            check(value, f"{path}.filter")
+            if not check(value, f"{path}.filter").error:
+                found = filter_value_type(value, flow.type_of)
+                if found:
+                    issues.append(Issue(f"{path}.filter", f"is {found}, not a condition: a filter keeps the rows "
+                                        "for which it is true (e.g. amount > 0, event = 'click')"))
         elif kind == "select":
             parsed = [check(item, f"{path}.select[{k}]", tuple(n for n in select_names(value[:k])[0] if n))
                       for k, item in enumerate(value)]
@@ -181,6 +185,11 @@ def walk_steps(stream: "Stream", base: str, flows: dict[str, Flow], lineages: di
                 {c: t for c, t in flow.types if c not in value})
         elif kind == "explode":
             need(value.column, f"{path}.explode.column")
+            column_type = flow.type_of(value.column)
+            if column_type and not column_type.startswith(("array<", "map<")):
+                issues.append(Issue(f"{path}.explode.column", f"column {value.column!r} is {column_type}: explode "
+                                    "needs an array (or a map) column; split a string first, e.g. "
+                                    "withColumns: {words: \"split(line, ' ')\"}"))
             if flow.columns is not None and value.as_:
                 flow = replace(flow, columns=flow.columns | {value.as_})
             target = value.as_ or value.column
