@@ -244,3 +244,26 @@ def test_struct_fields_accepted(steps):
 def test_struct_fields_refused(steps, path, fragment):
     found = errors(nested_app(steps))
     assert any(p == path and fragment in m for p, m in found), found
+
+
+@pytest.mark.parametrize("text, found", [
+    ("amount + 1", "a number (arithmetic)"),
+    ("(points * 2)", "a number (arithmetic)"),
+    ("'click'", "a string"),
+    ("1", "a number"),
+    ("amount", "column 'amount' of type double"),
+    ("EVENT", "column 'EVENT' of type string"),
+    ("is_bot", None),  # a boolean column
+    ("unknown_type", None),  # a column whose type is not known: no guess
+    ("event = 'click'", None),
+    ("NOT is_bot", None),
+    ("amount > 1 AND is_bot", None),
+    ("coalesce(is_bot, false)", None),
+    ("event IN ('a', 'b')", None),
+    ("amount +", None),  # does not parse: reported by the parse check, not here
+])
+def test_filter_value_that_is_no_condition(text, found):
+    from streamapp_api.expressions import filter_value_type
+
+    types = {"amount": "double", "points": "long", "event": "string", "is_bot": "boolean"}
+    assert filter_value_type(text, lambda name: types.get(name.lower())) == found
