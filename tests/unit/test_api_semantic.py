@@ -61,7 +61,7 @@ STREAM_JOIN = {"join": {"stream": "views", "using": ["user"], "within": "5s"}}
     ([{"join": {"table": "profiles", "key": "user", "type": "left"}}, {"filter": "tier = 'gold'"}], None),
     ([{"dedupe": {"keys": ["user", "event"], "within": "10m"}}, WINDOW, AGG], "final"),
     ([{"keyBy": "user"}, {"accumulate": {"columns": {"total": "sum(amount)"}}}], None),
-    ([{"explode": {"column": "event", "as": "e"}}], None),
+    ([{"withColumns": {"words": "split(event, ' ')"}}, {"explode": {"column": "words", "as": "e"}}], None),
     ([{"sql": "SELECT user, count(*) AS n FROM input GROUP BY user"}], "updates"),
     ([{"window": {"type": "session", "gap": "5m"}}, AGG], "final"),
     ([{"window": {"type": "hopping", "size": "10m", "advance": "1m"}}, AGG], "final"),
