@@ -176,7 +176,7 @@ def parse_expression(text: str) -> Expression:
     return _describe(tree, text)
 
 
-_NOT_BOOLEAN = ((exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.IntDiv), "a number (arithmetic)")
+_ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.IntDiv)
 
 
 def filter_value_type(text: str, type_of) -> str | None:
@@ -192,8 +192,8 @@ def filter_value_type(text: str, type_of) -> str | None:
     tree = trees[0]
     while isinstance(tree, exp.Paren):
         tree = tree.this
-    if isinstance(tree, _NOT_BOOLEAN[0]):
-        return _NOT_BOOLEAN[1]
+    if isinstance(tree, _ARITHMETIC):
+        return "a number (arithmetic)"
     if isinstance(tree, exp.Literal):
         return "a string" if tree.is_string else "a number"
     if isinstance(tree, exp.Column) and not tree.table:

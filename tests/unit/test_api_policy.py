@@ -69,7 +69,7 @@ def test_image_prefixes(image, prefixes, allowed):
     "spark.sql.adaptive.enabled", "spark.network.timeout",
 ])
 def test_safe_spark_settings_pass(key):
-    assert check_policy(load(app_with()).model_copy(), Policy()) == []
+    assert check_policy(load(app_with()), Policy()) == []
     assert [str(i) for i in validate(app_with(sparkConf={key: "1"}), Policy())] == []
 
 
