@@ -144,3 +144,14 @@ def parse_properties(text: str, origin: str = SPARK_PROPERTIES_FILE) -> dict[str
             raise PropertiesError(f"{origin}:{number}: expected 'key=value', got {raw!r}")
         conf[match.group(1)] = match.group(2).strip()
     return conf
+
+
+# --- the driver's reach through the API server ----------------------------------------------------
+# Spark settings that keep the driver's Kubernetes calls to its executor pods, so that its Role can be
+# pods only (operator render/rbac.py): set by the operator, refused in sparkConf (rules.py).
+SPARK_DRIVER_SCOPE_CONF = {
+    "spark.kubernetes.executor.disableConfigMap": "true",  # the image has no conf dir to ship
+    "spark.kubernetes.driver.service.deleteOnTermination": "false",  # the Service is the operator's
+    "spark.kubernetes.driver.ownPersistentVolumeClaim": "false",  # executors mount the app's own claim
+    "spark.kubernetes.driver.reusePersistentVolumeClaim": "false",
+}

@@ -10,6 +10,7 @@ import re
 from typing import Iterator
 
 from .base import COLUMN_HELP, COLUMN_PATTERN
+from .contract import SPARK_DRIVER_SCOPE_CONF
 from .durations import parse_duration
 from .errors import Issue
 from .expressions import sql_problems
@@ -17,12 +18,8 @@ from .sources import SCHEMA_TYPE_HELP, SPARK_MANAGED_KAFKA_OPTIONS, Source, Spar
 from .spec import APP_NAME_HELP, APP_NAME_PATTERN, StreamApp
 from .steps import SHUFFLING_STEPS, STEP_KEYS, Join, Step, Window
 
-# What the driver may do through the API server, to fit its Role (operator render/security.py).
-_DRIVER_SCOPE_CONF = (
-    "spark.kubernetes.executor.disableConfigMap", "spark.kubernetes.driver.service.deleteOnTermination",
-    "spark.kubernetes.driver.ownPersistentVolumeClaim", "spark.kubernetes.driver.reusePersistentVolumeClaim",
-    "spark.kubernetes.allocation.pods.allocator",
-)
+# What the driver may do through the API server, to fit its Role (and another pod allocator could need more).
+_DRIVER_SCOPE_CONF = (*SPARK_DRIVER_SCOPE_CONF, "spark.kubernetes.allocation.pods.allocator")
 SPARK_MANAGED_CONF = (
     "spark.master", "spark.app.name", "spark.submit.deployMode",
     "spark.executor.instances", "spark.executor.cores", "spark.executor.memory", "spark.executor.memoryOverhead",

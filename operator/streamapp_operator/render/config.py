@@ -16,7 +16,7 @@ from streamapp_api import StreamApp, contract, spark_memory
 
 from .. import names
 from .common import CONTAINER_SECURITY, POD_SECURITY, Launch, image_of, metadata, namespace_of
-from .security import EXECUTOR_MASTER_ENV, SPARK_DRIVER_SCOPE_CONF, SPARK_SECURITY_CONF, auth_mount, auth_volume
+from .security import EXECUTOR_MASTER_ENV, SPARK_SECURITY_CONF, auth_mount, auth_volume
 
 EXECUTOR_TEMPLATE = contract.EXECUTOR_TEMPLATE_FILE
 _VOLUME = f"spark.kubernetes.executor.volumes.persistentVolumeClaim.{names.CHECKPOINT_VOLUME}"
@@ -60,7 +60,7 @@ def spark_properties(app: StreamApp, launch: Launch) -> dict[str, str]:
         "spark.kubernetes.executor.podTemplateContainerName": "executor",
         **contract.app_sql_conf(spec.state.store),
         **SPARK_SECURITY_CONF,
-        **SPARK_DRIVER_SCOPE_CONF,
+        **contract.SPARK_DRIVER_SCOPE_CONF,
     }
     if spec.image_pull_policy:
         props["spark.kubernetes.container.image.pullPolicy"] = spec.image_pull_policy

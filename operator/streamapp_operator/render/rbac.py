@@ -1,7 +1,7 @@
 """The driver's identity: a ServiceAccount and a namespaced Role with exactly what Spark needs.
 
 What Spark 4.0's driver (client mode, spark.kubernetes.driver.pod.name set) calls, with the
-settings of render/security.py (no executor ConfigMap, no Service deletion, no claims of its own):
+settings of contract.SPARK_DRIVER_SCOPE_CONF (no executor ConfigMap, no Service deletion, no claims of its own):
 
 - get its own pod (ExecutorPodsAllocator, at start) and an executor's (ExecutorPodsLifecycleManager);
 - list and watch executor pods by label (ExecutorPodsWatchSnapshotSource and the polling source;

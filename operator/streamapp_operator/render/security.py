@@ -9,9 +9,8 @@ file (``spark.authenticate.secret.file``). Without the file, Spark on Kubernetes
 hands it to executors in their environment (``_SPARK_AUTH_SECRET``), readable by anyone who may read
 pods in the namespace.
 
-The settings also keep the driver's Kubernetes calls to executor pods only, so that its Role can
-be that small (render/rbac.py): Spark makes no ConfigMap for the executors, deletes no Service and
-owns no claims.
+The settings that keep the driver's Kubernetes calls to executor pods only (its Role is pods only:
+render/rbac.py) are the API's ``contract.SPARK_DRIVER_SCOPE_CONF``: it refuses them in sparkConf.
 """
 
 from __future__ import annotations
@@ -42,13 +41,6 @@ SPARK_SECURITY_CONF = {
     "spark.network.crypto.authEngineVersion": "2",
     # No external shuffle service to talk to: never fall back to SASL DIGEST-MD5.
     "spark.network.crypto.saslFallback": "false",
-}
-# What the driver would otherwise do through the API server, beyond its executor pods.
-SPARK_DRIVER_SCOPE_CONF = {
-    "spark.kubernetes.executor.disableConfigMap": "true",  # the image has no conf dir to ship
-    "spark.kubernetes.driver.service.deleteOnTermination": "false",  # the Service is the operator's
-    "spark.kubernetes.driver.ownPersistentVolumeClaim": "false",  # executors mount the app's own claim
-    "spark.kubernetes.driver.reusePersistentVolumeClaim": "false",
 }
 
 
