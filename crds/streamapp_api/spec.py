@@ -63,8 +63,8 @@ class Checkpoint(ApiModel):
     size: Annotated[Quantity, IGNORE] = Field(default="10Gi", description="Requested volume size, e.g. 10Gi.")
     storage_class_name: Annotated[
         str | None,
-        ChangeClass("incompatible", "a PersistentVolumeClaim's storage class cannot change; delete the app with "
-                    "retainOnDelete: false", reset_proof=True),  # a state reset does not renew the claim
+        ChangeClass("incompatible", "a PersistentVolumeClaim's storage class cannot change, and a state reset "
+                    "keeps the claim", reset_proof=True),
     ] = Field(
         default=None,
         max_length=253,
@@ -72,8 +72,8 @@ class Checkpoint(ApiModel):
     )
     access_modes: Annotated[
         list[Literal["ReadWriteOnce", "ReadWriteMany", "ReadWriteOncePod"]],
-        ChangeClass("incompatible", "a PersistentVolumeClaim's access modes cannot change; delete the app with "
-                    "retainOnDelete: false", reset_proof=True),  # a state reset does not renew the claim
+        ChangeClass("incompatible", "a PersistentVolumeClaim's access modes cannot change, and a state reset "
+                    "keeps the claim", reset_proof=True),
     ] = Field(
         default_factory=lambda: ["ReadWriteMany"],
         min_length=1,

@@ -165,12 +165,18 @@ def _sizing(obs: Observed, app: StreamApp, settings: Settings, memory: Memory, n
                    progress, events, replace(memory, pending_scale=verdict.pending))
 
 
+def _remedy(change: Change, name: str) -> str:
+    if change.reset_proof:  # a new resetNonce would not help: say what does
+        return (f"Revert the change, or move the app to a new claim: delete the app and its claim (kubectl delete "
+                f"streamapp {name}; kubectl delete pvc {names.checkpoint_claim(name)}; its state goes with it), "
+                "then apply it with the change.")
+    return "Set spec.state.resetNonce to start from a fresh checkpoint (the old one is kept), or revert the change."
+
+
 def _status(obs: Observed, app: StreamApp, change: Change, driver: DriverOutcome, desired: int | None,
             now: datetime, progress: Cond | None, degraded: Cond | None) -> dict:
     if change.kind == "incompatible":
-        spec_valid = Cond("SpecValid", False, "IncompatibleChange",
-                          f"{change.field}: {change.reason}. Set spec.state.resetNonce to start from a fresh "
-                          "checkpoint (the old one is kept), or revert the change.")
+        spec_valid = Cond("SpecValid", False, "IncompatibleChange", f"{change.field}: {change.reason}. {_remedy(change, obs.name)}")
     else:
         spec_valid = Cond("SpecValid", True, "Valid")
     phase, ready = driver.phase, driver.ready

@@ -197,6 +197,18 @@ def test_incompatible_change_is_refused_and_the_driver_kept():
     assert "spec.shufflePartitions" in p.status["message"]
 
 
+@pytest.mark.parametrize("changed, says, never", [
+    ({"shufflePartitions": 12}, "Set spec.state.resetNonce", "kubectl delete pvc"),
+    # a claim's class cannot change and a reset keeps the claim: the message must not send the user to the nonce
+    ({"state": {"resetNonce": "2", "checkpoint": {"storageClassName": "fast"}}}, "kubectl delete pvc", "resetNonce"),
+    ({"state": {"checkpoint": {"accessModes": ["ReadWriteOncePod"]}}}, "kubectl delete pvc", "resetNonce"),
+])
+def test_a_refusal_says_what_would_be_accepted(changed, says, never):
+    p = plan(world(changed, applied_overrides={}), SETTINGS, Memory(), T0)
+    assert cond(p.status, "SpecValid") == ("False", "IncompatibleChange")
+    assert says in p.status["message"] and never not in p.status["message"]
+
+
 def test_reset_is_a_restart_into_a_fresh_checkpoint_path():
     changed = {"shufflePartitions": 12, "state": {"resetNonce": "2"}}
     p = plan(world(changed, applied_overrides={}), SETTINGS, Memory(), T0)
