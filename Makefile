@@ -13,15 +13,17 @@ PYTEST_ARGS ?=
 # Every process a run starts inherits this id; `leftovers` finds exactly those still running.
 export STREAMAPP_TESTBED_RUN ?= $(shell date +%s%N)
 
-.PHONY: help venv deps test unit integration demo testbed-up crds images cluster-deps cluster-up cluster-down e2e e2e-kind
+.PHONY: help venv deps local-deps test unit integration demo demo-local testbed-up crds images push registry cluster-deps cluster-up cluster-down e2e e2e-kind
 
 help:
 	@echo "make test        install what is missing, start the test bed and the cluster, run every test, stop everything"
-	@echo "make demo        run the main job on embedded defaults"
+	@echo "make demo        the operator's main job on the local single-node cluster (chart, app, driver killed and restored)"
+	@echo "make demo-local  the runtime alone on local Spark: Kafka, Postgres, no Kubernetes"
 	@echo "make unit        only the unit tests: needs only the Python venv (no test bed, no builds)"
 	@echo "make testbed-up  start the test bed and keep it running until Ctrl-C"
 	@echo "make crds        regenerate crds/streamapp.io_streamapps.yaml from the API models"
 	@echo "make images      build the operator, runtime and pause images (Debian's docker.io, started if absent)"
+	@echo "make push REGISTRY=host[:port][/path]  tag both images under REGISTRY and push them"
 	@echo "make cluster-up  start the real single-node cluster (make cluster-down stops it)"
 	@echo "make e2e         end-to-end tests on that cluster; make e2e-kind: the same on kind"
 	@echo "cache: $(STREAMAPP_CACHE)"
@@ -32,6 +34,10 @@ venv:
 
 deps:
 	@CACHE=$(STREAMAPP_CACHE) bash testbed/bootstrap.sh
+
+# What the runtime alone needs (make demo-local): venv, Kafka, Postgres, Spark's Kafka connector.
+local-deps:
+	@CACHE=$(STREAMAPP_CACHE) bash testbed/bootstrap.sh local
 
 # The suite on the test bed, then the end-to-end tests on the real single-node cluster (tests/e2e,
 # brought up and down around them unless `make cluster-up` left one up).
@@ -47,8 +53,12 @@ unit: venv
 integration: deps
 	$(PYTHON) -m pytest -m integration $(PYTEST_ARGS)
 
-demo: deps
+# The operator on the single-node cluster (brought up and down unless `make cluster-up` left one up).
+demo: deps cluster-deps images
 	$(PYTHON) -m streamapp_demo
+
+demo-local: local-deps
+	$(PYTHON) -m streamapp_demo --local
 
 testbed-up: deps
 	$(PYTHON) -m streamapp_testbed up --hold
@@ -70,6 +80,13 @@ cluster-deps: deps
 images: deps
 	@$(CLUSTER_ENV); bash testbed/cluster/deps.sh
 	@$(CLUSTER_ENV); bash testbed/cluster/docker.sh bash testbed/cluster/images.sh
+
+# `make images REGISTRY=registry.example.com/team push`: REGISTRY/streamapp/operator:VERSION and
+# REGISTRY/streamapp/runtime:VERSION, for the chart's image.registry (README, "Run it on your cluster").
+REGISTRY ?=
+push: images
+	@[[ -n "$(REGISTRY)" ]] || { echo "make push needs REGISTRY=host[:port][/path]" >&2; exit 2; }
+	@$(CLUSTER_ENV); REGISTRY=$(REGISTRY) bash testbed/cluster/docker.sh bash testbed/cluster/push.sh
 
 cluster-up: cluster-deps images
 	$(PYTHON) -m streamapp_testbed.cluster up

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# Installs everything the test bed, the tests and the demo need, into one cache folder whose
+# Installs everything the test bed, the tests and the demos need, into one cache folder whose
 # sub-folders are named after the versions they hold. Idempotent: a warm run checks stamps and exits
-# in seconds. Usage: CACHE=... testbed/bootstrap.sh   (the Makefile passes CACHE)
+# in seconds. Usage: CACHE=... testbed/bootstrap.sh [venv|local]   (the Makefile passes CACHE)
+#   venv   the Python venv only (make unit)
+#   local  the venv, Kafka, Postgres and Spark's Kafka connector: what the runtime alone needs on
+#          this machine (make demo-local); no Kubernetes, kwok, helm or Prometheus
+#   (none) everything (make deps)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
@@ -35,13 +39,12 @@ PY
   ln -sfn "$venv" "$CACHE/venv"
   # The `streamapp` command (pyproject's [project.scripts]) for this checkout, without installing the
   # checkout into the shared venv: rewritten by every `make deps`, so it runs the last checkout set up.
-  # A local run finds the Kafka connector jars Maven resolved (see streamapp_runtime.run.session).
+  # A local run finds the Kafka connector jars `streamapp jars` resolved under this cache.
   cat >"$venv/bin/streamapp" <<EOF
 #!/usr/bin/env bash
-# Written by make deps in $repo: streamapp validate|run|state|crd ...
+# Written by make deps in $repo: streamapp validate|run|state|crd|jars|render ...
 export PYTHONPATH="$repo/crds:$repo/operator:$repo/apps:$repo/testbed\${PYTHONPATH:+:\$PYTHONPATH}"
-jars="$CACHE/jars/spark-kafka-$SPARK_VERSION"
-export STREAMAPP_SPARK_JARS="\${STREAMAPP_SPARK_JARS:-\$(ls "\$jars"/*.jar 2>/dev/null | paste -sd, -)}"
+export STREAMAPP_CACHE="\${STREAMAPP_CACHE:-$CACHE}"
 exec "$venv/bin/python" -m streamapp_api "\$@"
 EOF
   chmod +x "$venv/bin/streamapp"
@@ -52,7 +55,10 @@ if [[ ${1:-} == venv ]]; then
 fi
 
 # --- Debian packages: Prometheus (and promtool), PostgreSQL, openssl for the test bed's certificates.
+mode=${1:-all}
+case $mode in all|local) ;; *) echo "usage: bootstrap.sh [venv|local]" >&2; exit 2 ;; esac
 apt_packages=(prometheus postgresql openssl)
+[[ $mode == local ]] && apt_packages=(postgresql)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -73,7 +79,7 @@ fi
 # --- Go builds run in the background: they take longest on a cold machine.
 kube_dir=$CACHE/kube-$KUBE_VERSION-kwok-$KWOK_VERSION
 go_pid=
-if [[ ! -f $kube_dir/.complete ]]; then
+if [[ $mode == all && ! -f $kube_dir/.complete ]]; then
   step "building Kubernetes $KUBE_VERSION, etcd and kwok $KWOK_VERSION (log: $CACHE/logs/kube-build.log)"
   CACHE=$CACHE KUBE_VERSION=$KUBE_VERSION KWOK_VERSION=$KWOK_VERSION \
     "$here/build-kube.sh" >"$CACHE/logs/kube-build.log" 2>&1 &
@@ -81,7 +87,7 @@ if [[ ! -f $kube_dir/.complete ]]; then
 fi
 helm_dir=$CACHE/helm-$HELM_VERSION
 helm_pid=
-if [[ ! -f $helm_dir/.complete ]]; then
+if [[ $mode == all && ! -f $helm_dir/.complete ]]; then
   step "building helm $HELM_VERSION (log: $CACHE/logs/helm-build.log)"
   CACHE=$CACHE HELM_VERSION=$HELM_VERSION "$here/build-helm.sh" >"$CACHE/logs/helm-build.log" 2>&1 &
   helm_pid=$!
@@ -102,11 +108,20 @@ copy_jars() {  # copy_jars <pom folder> <output folder>
   fi
 }
 copy_jars "$here/maven/kafka-broker" "$CACHE/jars/kafka-broker-$KAFKA_VERSION"
-copy_jars "$here/maven/spark-kafka" "$CACHE/jars/spark-kafka-$SPARK_VERSION"
+# Spark's Kafka connector, the way a user gets it: `streamapp jars` (streamapp_runtime/jars.py).
+spark_jars=$CACHE/jars/spark-kafka-$SPARK_VERSION
+if [[ ! -f $spark_jars/.complete ]]; then
+  step "streamapp jars -> $spark_jars"
+  PYTHONPATH="$repo/crds:$repo/apps" "$venv/bin/python" -m streamapp_api jars --dest "$spark_jars" \
+    --spark-version "$SPARK_VERSION" --maven-repo "$CACHE/m2" >"$CACHE/logs/maven-spark-kafka.log" 2>&1 \
+    || { cat "$CACHE/logs/maven-spark-kafka.log"; exit 1; }
+fi
 # The benchmarks' Kafka Streams peer (tests/bench runs it too) is built here, where downloads belong:
 # a test or bench run has the network guard on (streamapp_testbed.netguard) and reaches no registry.
-STREAMAPP_CACHE="$CACHE" PYTHONPATH="$repo/testbed:$repo/bench" "$venv/bin/python" -c \
-  'from streamapp_bench.kstreams import build; build()'
+if [[ $mode == all ]]; then
+  STREAMAPP_CACHE="$CACHE" PYTHONPATH="$repo/testbed:$repo/bench" "$venv/bin/python" -c \
+    'from streamapp_bench.kstreams import build; build()'
+fi
 
 if [[ -n $go_pid ]]; then
   if ! wait "$go_pid"; then
@@ -120,4 +135,4 @@ if [[ -n $helm_pid ]] && ! wait "$helm_pid"; then
   echo "helm build failed; full log: $CACHE/logs/helm-build.log" >&2
   exit 1
 fi
-step "test bed installed under $CACHE"
+step "test bed ($mode) installed under $CACHE"

@@ -13,6 +13,8 @@ import importlib
 import sys
 from dataclasses import dataclass
 
+from .version import add_version_argument
+
 
 @dataclass(frozen=True)
 class Command:
@@ -25,6 +27,7 @@ COMMANDS: dict[str, Command] = {
     "crd": Command("streamapp_api.crd_cli", "print the StreamApp CustomResourceDefinition"),
     # Lazily imported from apps/: only these subcommands need pyspark.
     "run": Command("streamapp_runtime.cli", "run a StreamApp on Spark (local, or in the driver pod)"),
+    "jars": Command("streamapp_runtime.jars", "resolve Spark's Kafka connector (Maven) for a local `streamapp run`"),
     "state": Command("streamapp_runtime.state.cli", "show a stream's aggregate state from the checkpoint (local Spark, no Kafka)"),
     # Lazily imported from operator/: needs no cluster, prints what the operator would apply.
     "render": Command("streamapp_operator.render_cli", "print the Kubernetes objects the operator applies for a StreamApp"),
@@ -36,6 +39,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="streamapp",
         description="Kafka Streams-style pipelines on Spark Structured Streaming.",
     )
+    add_version_argument(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, command in COMMANDS.items():
         sub.add_parser(name, help=command.help, add_help=False)
@@ -61,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"streamapp {name}: not available in this installation ({exc})", file=sys.stderr)
         return 2
     parser = argparse.ArgumentParser(prog=f"streamapp {name}", description=command.help)
+    add_version_argument(parser)
     module.configure(parser)
     return int(module.run(parser.parse_args(rest)) or 0)
 

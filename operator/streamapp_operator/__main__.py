@@ -8,6 +8,8 @@ import os
 import sys
 from datetime import timedelta
 
+from streamapp_api.version import add_version_argument
+
 
 def few_malloc_arenas(arenas: int = 2) -> None:
     """Like MALLOC_ARENA_MAX=2 (unless that is set): glibc gives each of the operator's ~100 threads
@@ -25,6 +27,7 @@ def few_malloc_arenas(arenas: int = 2) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m streamapp_operator", description=__doc__)
+    add_version_argument(parser)
     parser.add_argument("-n", "--namespace", action="append", default=[],
                         help="watch only this namespace (repeatable); default: the whole cluster")
     parser.add_argument("--metrics-port", type=int, default=int(os.environ.get("STREAMAPP_OPERATOR_METRICS_PORT", "8080")),

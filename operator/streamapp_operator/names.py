@@ -8,6 +8,7 @@ hold two pods of that name, so a new driver can only exist once the old one is g
 from __future__ import annotations
 
 from streamapp_api import API_VERSION, KIND, contract
+from streamapp_api.version import __version__
 
 GROUP_PREFIX = "streamapp.io"
 LABEL_APP = f"{GROUP_PREFIX}/app"
@@ -26,7 +27,7 @@ METRICS_PORT = contract.METRICS_PORT
 SPARK_LOCAL_DIR = "/var/lib/spark/local"
 DRIVER_PORT = 7078
 BLOCK_MANAGER_PORT = 7079
-DEFAULT_RUNTIME_IMAGE = "streamapp/runtime:0.1.0"
+DEFAULT_RUNTIME_IMAGE = f"streamapp/runtime:{__version__}"
 CHECKPOINT_VOLUME = "checkpoint"
 # The per-app Spark authentication key (a Secret the operator fills at creation), mounted in the driver
 # and every executor at the same path (spark.authenticate.secret.file).

@@ -10,7 +10,8 @@ testbed=$(dirname "$here"); repo=$(dirname "$testbed")
 CACHE=${CACHE:?}; DOCKER=${DOCKER:?run through docker.sh}
 set -a; source "$testbed/versions.env"; set +a
 VENV=${VENV:-$CACHE/venv}
-version=$(python3 -c 'import sys, tomllib; print(tomllib.load(open(sys.argv[1], "rb"))["project"]["version"])' "$repo/pyproject.toml")
+# The version is written once: crds/streamapp_api/version.py.
+version=$(PYTHONPATH="$repo/crds" python3 -c 'from streamapp_api.version import __version__; print(__version__)')
 images=$CACHE/images; out=$images/out
 mkdir -p "$images" "$out" "$CACHE/logs"
 log=$CACHE/logs/images.log; : >"$log"

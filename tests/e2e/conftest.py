@@ -25,6 +25,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from streamapp_testbed.cluster_client import ClusterClient, check_kubeconfig
+
 MODE = os.environ.get("STREAMAPP_E2E_CLUSTER", "")
 if MODE not in ("local", "kind"):
     collect_ignore_glob = ["test_*.py"]
@@ -34,31 +36,16 @@ CONTEXTS = {"local": "streamapp-cluster", "kind": "kind-streamapp-e2e"}
 
 
 @dataclass
-class E2ECluster:
-    mode: str
-    kubeconfig: Path
-    kafka_bootstrap: str
-    postgres_dsn: str
-    node_ip: str
+class E2ECluster(ClusterClient):
+    """kubectl, helm and the chart (streamapp_testbed.cluster_client), and where the cluster's Kafka
+    and Postgres listen."""
+
+    mode: str = "local"
+    kafka_bootstrap: str = ""
+    postgres_dsn: str = ""
+    node_ip: str = ""
     volume_dirs: list = field(default_factory=list)
     discarded_after: bool = False  # the session brought the cluster up and takes it down (with all in it)
-
-    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
-        return _run("kubectl", [f"--kubeconfig={self.kubeconfig}", f"--context={CONTEXTS[self.mode]}"], args,
-                    input=input, check=check, timeout=120)
-
-    def apply(self, *docs: dict) -> None:
-        self.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
-
-    def helm(self, *args: str) -> subprocess.CompletedProcess:
-        return _run("helm", [f"--kubeconfig={self.kubeconfig}", f"--kube-context={CONTEXTS[self.mode]}"], args,
-                    input=None, check=True, timeout=300)
-
-    def chart(self, namespace: str, *verb: str, values: dict[str, str]) -> subprocess.CompletedProcess:
-        """`helm <verb> streamapp charts/streamapp-operator` in `namespace`, watching it, with `values` set."""
-        sets = [arg for key, value in {"watchNamespaces": f"{{{namespace}}}", **values}.items()
-                for arg in ("--set", f"{key}={value}")]
-        return self.helm(*verb, "streamapp", str(REPO / "charts" / "streamapp-operator"), "-n", namespace, *sets)
 
     def volume_dir(self, name: str) -> str:
         """A directory on the node for a hostPath PersistentVolume, writable by the runtime's user."""
@@ -73,36 +60,6 @@ class E2ECluster:
         return path
 
 
-def _run(tool: str, context: list[str], args: tuple[str, ...], input: str | None, check: bool,
-         timeout: float) -> subprocess.CompletedProcess:
-    result = subprocess.run([str(_tool(tool)), *context, *args], input=input, capture_output=True, text=True,
-                            timeout=timeout)
-    if check and result.returncode != 0:
-        raise RuntimeError(f"{tool} {' '.join(args)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
-    return result
-
-
-def _tool(name: str) -> Path:
-    from streamapp_testbed.paths import cache_dir, installed
-
-    if name == "kubectl":
-        return installed().kube_tool("kubectl")
-    found = sorted(cache_dir().glob(f"{name}-*/bin/{name}"))
-    if found:
-        return found[-1]
-    from shutil import which
-
-    if which(name):
-        return Path(which(name))
-    raise FileNotFoundError(f"no {name}: build it (make deps) or put it on PATH")
-
-
-def _check_kubeconfig(path: Path, mode: str) -> None:
-    config = yaml.safe_load(path.read_text())
-    if config.get("current-context") != CONTEXTS[mode]:
-        raise RuntimeError(f"{path}: context {config.get('current-context')!r} is not {CONTEXTS[mode]!r}; refusing")
-
-
 @pytest.fixture(scope="session")
 def e2e_cluster(tmp_path_factory) -> Iterator[E2ECluster]:
     if MODE == "local":
@@ -112,9 +69,9 @@ def e2e_cluster(tmp_path_factory) -> Iterator[E2ECluster]:
         state = cluster.up()
         try:
             kubeconfig = Path(state["kubeconfig"])
-            _check_kubeconfig(kubeconfig, MODE)
-            e2e = E2ECluster(MODE, kubeconfig, state["kafka_bootstrap"], state["postgres_dsn"], state["node_ip"],
-                             discarded_after=started)
+            check_kubeconfig(kubeconfig, CONTEXTS[MODE])
+            e2e = E2ECluster(kubeconfig, CONTEXTS[MODE], mode=MODE, kafka_bootstrap=state["kafka_bootstrap"],
+                             postgres_dsn=state["postgres_dsn"], node_ip=state["node_ip"], discarded_after=started)
             yield e2e
         finally:
             if "e2e" in locals():
@@ -129,13 +86,14 @@ def e2e_cluster(tmp_path_factory) -> Iterator[E2ECluster]:
 
     host = os.environ["STREAMAPP_E2E_HOST"]
     kubeconfig = Path(os.environ["KUBECONFIG"])
-    _check_kubeconfig(kubeconfig, MODE)
+    check_kubeconfig(kubeconfig, CONTEXTS[MODE])
     kafka = KafkaBroker(tmp_path_factory.mktemp("kafka"), host=host)
     pg = Postgres(tmp_path_factory.mktemp("postgres"), host=host, allow=os.environ.get("STREAMAPP_E2E_ALLOW", "0.0.0.0/0"))
     try:
         kafka.start()
         pg.start()
-        yield E2ECluster(MODE, kubeconfig, kafka.bootstrap, pg.dsn, host)
+        yield E2ECluster(kubeconfig, CONTEXTS[MODE], mode=MODE, kafka_bootstrap=kafka.bootstrap, postgres_dsn=pg.dsn,
+                         node_ip=host)
     finally:
         kafka.stop()
         pg.stop()
@@ -173,18 +131,9 @@ def operator(e2e_cluster, prometheus):
     from e2e_clicks import NS, RUN
 
     c = e2e_cluster
-    c.kubectl("create", "namespace", NS, check=False)
-    # The test bed's Kafka and Postgres listen on ports of their own: allowed out of the apps' and
-    # the operator's NetworkPolicies as a user would (where the network plugin enforces them).
-    kafka_port, pg_port = c.kafka_bootstrap.rsplit(":", 1)[1], c.postgres_dsn.rsplit(":", 1)[1].split("/")[0]
-    c.chart(NS, "upgrade", "--install", "--wait", "--timeout", "5m",
-            values={"operator.scaleDebounce": "5", "operator.resync": "10", "networkPolicy.enabled": "true",
-                    "networkPolicy.egressPorts": f"{{53/UDP,53/TCP,443,6443,9090,{kafka_port}}}",
-                    "appNetworkPolicies.egressPorts": f"{{53/UDP,53/TCP,443,6443,{kafka_port},{pg_port}}}"})
+    c.install_operator(NS, c.kafka_bootstrap, c.postgres_dsn, values={"operator.scaleDebounce": "5", "operator.resync": "10"})
     yield c
     if c.discarded_after:  # cluster.down() ends every pod and process, and the next up starts afresh
         return
-    c.kubectl("delete", "streamapps", "--all", "-n", NS, "--wait=true", "--timeout=120s", check=False)
-    c.helm("uninstall", "streamapp", "-n", NS)
-    c.kubectl("delete", "namespace", NS, "--wait=true", "--timeout=120s", check=False)
+    c.uninstall_operator(NS)
     c.kubectl("delete", "pv", f"streamapp-e2e-{RUN}", "--wait=false", check=False)

@@ -143,3 +143,55 @@ def test_policy_file_decides_what_passes(tmp_path, capsys):
     policy.write_text("sparkConf:\n  alow: [spark.jars]\n")
     code, _, err = run(capsys, "validate", "--policy", str(policy), attack)
     assert code == 2 and "sparkConf.alow" in err and "did you mean 'allow'" in err
+
+
+@pytest.mark.parametrize("argv", [["--version"], *[[name, "--version"] for name in cli.COMMANDS]])
+def test_every_command_prints_the_one_version(argv, capsys):
+    """`streamapp --version` and each subcommand's: "<prog> <version>", exit 0, from streamapp_api.version."""
+    from streamapp_api.version import __version__
+
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(argv)
+    assert exit_.value.code == 0
+    prog = " ".join(["streamapp", *argv[:-1]])
+    assert capsys.readouterr().out.strip() == f"{prog} {__version__}"
+
+
+def test_operator_and_demo_print_the_same_version(capsys):
+    from streamapp_api.version import __version__
+    from streamapp_demo.__main__ import main as demo_main
+    from streamapp_operator.__main__ import main as operator_main
+
+    for main, prog in ((operator_main, "python -m streamapp_operator"), (demo_main, "python -m streamapp_demo")):
+        with pytest.raises(SystemExit) as exit_:
+            main(["--version"])
+        assert exit_.value.code == 0
+        assert capsys.readouterr().out.strip() == f"{prog} {__version__}"
+
+
+def test_the_version_has_one_owner():
+    """pyproject reads it from streamapp_api.version, the chart's appVersion and the default runtime image match it."""
+    import tomllib
+
+    import yaml
+
+    from streamapp_api.version import __version__
+    from streamapp_operator import names
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
+    assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "streamapp_api.version.__version__"}
+    chart = yaml.safe_load((ROOT / "charts" / "streamapp-operator" / "Chart.yaml").read_text())
+    assert chart["appVersion"] == __version__
+    assert names.DEFAULT_RUNTIME_IMAGE.endswith(f":{__version__}")
+
+
+def test_demo_help_starts_nothing(capsys):
+    """`python -m streamapp_demo --help` prints its usage and exits: no Kafka, no cluster (both demos)."""
+    from streamapp_demo.__main__ import main as demo_main
+
+    with pytest.raises(SystemExit) as exit_:
+        demo_main(["--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert "--local" in out and "SIGTERM" in out

@@ -11,7 +11,7 @@ import pytest
 from streamapp_testbed.paths import REPO_DIR, versions
 
 pytestmark = pytest.mark.unit
-POMS = ["testbed/maven/spark-kafka/pom.xml", "testbed/maven/kafka-broker/pom.xml", "bench/kstreams/pom.xml"]
+POMS = ["apps/streamapp_runtime/connector-pom.xml", "testbed/maven/kafka-broker/pom.xml", "bench/kstreams/pom.xml"]
 
 
 def test_the_pyspark_pin_is_the_spark_version():

@@ -11,14 +11,16 @@ from streamapp_runtime import spark_compat
 log = logging.getLogger("streamapp.runtime")
 
 
-# The Kafka connector jars of a local run, comma-separated (`spark.jars`). The `streamapp` command
-# that `make deps` writes, the tests and the benchmarks set it to the jars Maven resolved; in the
-# runtime image the jars are in Spark's own folder and it is not needed.
+# The Kafka connector jars of a local run, comma-separated (`spark.jars`): this variable when set
+# (the tests and the benchmarks set it), else what `streamapp jars` resolved; in the runtime image
+# the jars are in Spark's own folder and neither is needed.
 JARS_ENV = "STREAMAPP_SPARK_JARS"
 
 
 def local_jars() -> str | None:
-    return os.environ.get(JARS_ENV) or None
+    from streamapp_runtime import jars
+
+    return os.environ.get(JARS_ENV) or jars.resolved_jars()
 
 
 # Without these, a local-mode JVM looks for this machine's first non-loopback address and asks DNS
@@ -50,6 +52,9 @@ def create_session(conf: dict[str, str]):
         jars = local_jars()
         if jars:
             conf["spark.jars"] = jars
+        else:
+            log.warning("no Kafka connector jars: Spark will not find the data source 'kafka'; "
+                        "run `streamapp jars` once (Maven), or set %s", JARS_ENV)
     _made_here[:] = [os.path.abspath(d) for d in SCRATCH_DIRS if not os.path.exists(d)]
     builder = SparkSession.builder
     for key, value in conf.items():

@@ -1,0 +1,103 @@
+"""``streamapp jars``: Spark's Kafka connector for a local ``streamapp run``, resolved once by Maven.
+
+pyspark from PyPI ships no Kafka connector. This resolves the one matching the installed pyspark
+(``connector-pom.xml`` beside this file: spark-sql-kafka and its few dependencies Spark does not
+already ship) from Maven Central into ``$STREAMAPP_CACHE/jars/spark-kafka-<spark version>``
+(default ``~/.cache/streamapp``), where ``streamapp run`` finds it. Nothing is downloaded when a
+query starts. The test bed (`make deps`) fills the same folder through this command; the runtime
+image has the jars in Spark's own folder instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+POM = Path(__file__).resolve().parent / "connector-pom.xml"
+COMPLETE = ".complete"
+
+
+def spark_version() -> str:
+    return importlib.metadata.version("pyspark")
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("STREAMAPP_CACHE") or Path.home() / ".cache" / "streamapp")
+
+
+def default_dir(version: str | None = None) -> Path:
+    return cache_dir() / "jars" / f"spark-kafka-{version or spark_version()}"
+
+
+def resolved_jars(folder: Path | None = None) -> str | None:
+    """The jars of a complete resolution, comma-separated for `spark.jars`; None when there is none."""
+    try:
+        folder = folder or default_dir()
+    except importlib.metadata.PackageNotFoundError:  # no pyspark: nothing to run anyway
+        return None
+    if not (folder / COMPLETE).is_file():
+        return None
+    return ",".join(str(p) for p in sorted(folder.glob("*.jar"))) or None
+
+
+def resolve(dest: Path, version: str, maven_repo: Path | None = None, offline: bool = False,
+            mvn: str = "mvn", log=None) -> list[Path]:
+    """Resolve the connector for Spark `version` into `dest` (replaced whole, marked complete last)."""
+    if shutil.which(mvn) is None:
+        raise FileNotFoundError(f"{mvn} not found: install Maven (e.g. `apt-get install maven`) and Java 17")
+    partial = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=_made(dest.parent)))
+    try:
+        command = [mvn, "-q", "-B", "-f", str(POM), f"-Dspark.version={version}", "dependency:copy-dependencies",
+                   "-DincludeScope=runtime", f"-DoutputDirectory={partial}"]
+        if maven_repo:
+            command.insert(1, f"-Dmaven.repo.local={maven_repo}")
+        if offline:
+            command.insert(1, "--offline")
+        done = subprocess.run(command, stdout=log or subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"mvn exited {done.returncode} resolving spark-sql-kafka {version}:\n{done.stdout or ''}")
+        jars = sorted(partial.glob("*.jar"))
+        if not any(j.name.startswith("spark-sql-kafka-") for j in jars):
+            raise RuntimeError(f"mvn resolved no spark-sql-kafka jar for Spark {version}")
+        (partial / COMPLETE).touch()
+        shutil.rmtree(dest, ignore_errors=True)
+        partial.rename(dest)
+        return sorted(dest.glob("*.jar"))
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+
+
+def _made(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.description = __doc__.split("\n\n")[1].replace("``", "`")
+    parser.add_argument("--dest", type=Path, help="folder to fill (default: $STREAMAPP_CACHE/jars/spark-kafka-<version>, "
+                        "where `streamapp run` looks)")
+    parser.add_argument("--spark-version", help="Spark version of the connector (default: the installed pyspark's)")
+    parser.add_argument("--maven-repo", type=Path, help="Maven's local repository (default: Maven's, ~/.m2/repository)")
+    parser.add_argument("--offline", action="store_true", help="resolve from the local repository only")
+    parser.add_argument("--force", action="store_true", help="resolve again even when the folder is complete")
+
+
+def run(args: argparse.Namespace) -> int:
+    version = args.spark_version or spark_version()
+    dest = args.dest or default_dir(version)
+    if not args.force and resolved_jars(dest):
+        print(f"{dest}: already resolved")
+        return 0
+    try:
+        jars = resolve(dest, version, args.maven_repo, args.offline)
+    except (FileNotFoundError, RuntimeError) as exc:
+        print(f"streamapp jars: {exc}", file=sys.stderr)
+        return 1
+    print(f"{dest}: {len(jars)} jars ({', '.join(j.name for j in jars)})")
+    return 0

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# `make push REGISTRY=...` (run through docker.sh, after make images): tags the operator and runtime
+# images of this version as $REGISTRY/streamapp/<name>:<version> and pushes both. The chart's
+# image.registry takes the same REGISTRY. Docker pushes to 127.0.0.0/8 over plain HTTP; any other
+# registry must speak TLS or be listed in the engine's insecure-registries.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(dirname "$(dirname "$here")")
+REGISTRY=${REGISTRY:?REGISTRY=host[:port][/path]}; DOCKER=${DOCKER:?run through docker.sh}
+REGISTRY=${REGISTRY%/}
+version=$(PYTHONPATH="$repo/crds" python3 -c 'from streamapp_api.version import __version__; print(__version__)')
+for name in operator runtime; do
+  local_tag=streamapp/$name:$version
+  remote=$REGISTRY/streamapp/$name:$version
+  "$DOCKER" tag "$local_tag" "$remote"
+  echo ">> docker push $remote"
+  t0=$SECONDS
+  "$DOCKER" push -q "$remote" >/dev/null
+  digest=$("$DOCKER" image inspect -f '{{join .RepoDigests "\n"}}' "$remote" | grep -F "$REGISTRY/streamapp/$name@" | head -n1)
+  echo ">>   done in $((SECONDS - t0))s: ${digest:-$remote}"
+done
