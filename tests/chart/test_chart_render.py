@@ -149,7 +149,7 @@ def test_dashboard_configmap_carries_the_dashboard_file():
 
 
 @pytest.mark.parametrize("bad", ["rbac.clusterWide=maybe", "watchNamespaces={sa-*}", "metrics.port=0",
-                                 "prometheusRule.restartLoopWindow=soon", "unknownKey=1"])
+                                 "prometheusRule.restartLoopWindow=soon", "unknownKey=1", "image.registry=https://r.example"])
 def test_values_schema_refuses(bad):
     result = helm("template", "x", str(CHART), "--set", bad, check=False)
     assert result.returncode != 0 and "schema" in result.stderr.lower(), (bad, result.stderr)
@@ -200,3 +200,30 @@ def test_policy_values_become_the_operators_policy_file():
     pod = one(docs, "Deployment")["spec"]["template"]["spec"]
     assert "--policy=/etc/streamapp/policy/policy.yaml" in pod["containers"][0]["args"]
     assert {"name": "policy", "configMap": {"name": one(docs, "ConfigMap", "-policy")["metadata"]["name"]}} in pod["volumes"]
+
+
+@pytest.mark.parametrize("registry", ["registry.example.com/team", "127.0.0.1:5000/", "r.example:443"])
+def test_image_registry_prefixes_the_operator_image_the_runtime_image_and_the_policy(registry):
+    """Where `make push REGISTRY=...` put both images (README, "Run it on your cluster")."""
+    from streamapp_api.version import __version__
+
+    prefix = registry.rstrip("/")
+    docs = render(f"image.registry={registry}")
+    container = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == f"{prefix}/streamapp/operator:{__version__}"
+    assert f"--runtime-image={prefix}/streamapp/runtime:{__version__}" in container["args"]
+    policy = yaml.safe_load(one(docs, "ConfigMap", "-policy")["data"]["policy.yaml"])
+    assert policy["images"] == [f"{prefix}/streamapp/runtime"]
+    # A runtimeImage given whole wins; the operator's own tag still follows image.tag.
+    docs = render(f"image.registry={registry}", "runtimeImage=other.example/rt:7", "image.tag=dev")
+    container = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == f"{prefix}/streamapp/operator:dev"
+    assert "--runtime-image=other.example/rt:7" in container["args"]
+
+
+def test_without_a_registry_the_images_are_the_ones_make_images_tags():
+    from streamapp_api.version import __version__
+
+    container = one(render(), "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == f"streamapp/operator:{__version__}"
+    assert f"--runtime-image=streamapp/runtime:{__version__}" in container["args"]

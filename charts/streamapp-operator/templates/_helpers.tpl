@@ -102,8 +102,24 @@ What the operator does through the API server. Kept next to the operator's code 
 {{- mul $n (get $f $u) -}}
 {{- end -}}
 
-{{/* The policy file: images default to the repository of runtimeImage. */}}
+{{/* "<image.registry>/<repository>" (no registry: the repository alone). */}}
+{{- define "streamapp-operator.inRegistry" -}}
+{{- $registry := trimSuffix "/" (index . 0) -}}
+{{- if $registry }}{{ printf "%s/%s" $registry (index . 1) }}{{ else }}{{ index . 1 }}{{ end -}}
+{{- end -}}
+
+{{/* The operator's image. */}}
+{{- define "streamapp-operator.image" -}}
+{{- printf "%s:%s" (include "streamapp-operator.inRegistry" (list .Values.image.registry .Values.image.repository)) (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+
+{{/* The image of StreamApps without spec.image: runtimeImage, else the runtime of this release in image.registry. */}}
+{{- define "streamapp-operator.runtimeImage" -}}
+{{- .Values.runtimeImage | default (printf "%s:%s" (include "streamapp-operator.inRegistry" (list .Values.image.registry "streamapp/runtime")) .Chart.AppVersion) -}}
+{{- end -}}
+
+{{/* The policy file: images default to the repository of the runtime image. */}}
 {{- define "streamapp-operator.policy" -}}
-{{- $images := .Values.policy.images | default (list (regexReplaceAll "[:@][^/]*$" .Values.runtimeImage "")) -}}
+{{- $images := .Values.policy.images | default (list (regexReplaceAll "[:@][^/]*$" (include "streamapp-operator.runtimeImage" .) "")) -}}
 {{- toYaml (dict "images" $images "sparkConf" .Values.policy.sparkConf "functions" .Values.policy.functions "kafkaOptions" .Values.policy.kafkaOptions) -}}
 {{- end -}}
