@@ -11,7 +11,7 @@ CACHE=${CACHE:?}; DOCKER=${DOCKER:?run through docker.sh}
 set -a; source "$testbed/versions.env"; set +a
 VENV=${VENV:-$CACHE/venv}
 # The version is written once: crds/streamapp_api/version.py.
-version=$(PYTHONPATH="$repo/crds" python3 -c 'from streamapp_api.version import __version__; print(__version__)')
+version=$(python3 -c 'import runpy, sys; print(runpy.run_path(sys.argv[1])["__version__"])' "$repo/crds/streamapp_api/version.py")
 images=$CACHE/images; out=$images/out
 mkdir -p "$images" "$out" "$CACHE/logs"
 log=$CACHE/logs/images.log; : >"$log"

@@ -8,7 +8,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$(dirname "$here")")
 REGISTRY=${REGISTRY:?REGISTRY=host[:port][/path]}; DOCKER=${DOCKER:?run through docker.sh}
 REGISTRY=${REGISTRY%/}
-version=$(PYTHONPATH="$repo/crds" python3 -c 'from streamapp_api.version import __version__; print(__version__)')
+version=$(python3 -c 'import runpy, sys; print(runpy.run_path(sys.argv[1])["__version__"])' "$repo/crds/streamapp_api/version.py")
 for name in operator runtime; do
   local_tag=streamapp/$name:$version
   remote=$REGISTRY/streamapp/$name:$version
