@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 # Every process a run starts inherits this id; `leftovers` finds exactly those still running.
 export STREAMAPP_TESTBED_RUN ?= $(shell date +%s%N)
 
-.PHONY: help venv deps local-deps test unit integration demo demo-local testbed-up crds images push registry cluster-deps cluster-up cluster-down e2e e2e-kind
+.PHONY: help venv deps local-deps test unit integration demo demo-local testbed-up crds images push push-registry-given cluster-deps cluster-up cluster-down e2e e2e-kind
 
 help:
 	@echo "make test        install what is missing, start the test bed and the cluster, run every test, stop everything"
@@ -73,6 +73,8 @@ CLUSTER_ENV := set -a; source testbed/versions.env; set +a; export CACHE=$(STREA
 
 cluster-deps: deps
 	@$(CLUSTER_ENV); bash testbed/cluster/deps.sh
+	@$(CLUSTER_ENV); bash testbed/build-registry.sh >$(STREAMAPP_CACHE)/logs/registry-build.log 2>&1 \
+	  || { tail -n 30 $(STREAMAPP_CACHE)/logs/registry-build.log; exit 1; }
 	@$(CLUSTER_ENV); bash testbed/build-kube.sh node >$(STREAMAPP_CACHE)/logs/kube-node-build.log 2>&1 \
 	  || { tail -n 30 $(STREAMAPP_CACHE)/logs/kube-node-build.log; exit 1; }
 
@@ -83,10 +85,13 @@ images: deps
 
 # `make images REGISTRY=registry.example.com/team push`: REGISTRY/streamapp/operator:VERSION and
 # REGISTRY/streamapp/runtime:VERSION, for the chart's image.registry (README, "Run it on your cluster").
+# PUSH_IMAGES=operator (or runtime) pushes one of them.
 REGISTRY ?=
-push: images
-	@[[ -n "$(REGISTRY)" ]] || { echo "make push needs REGISTRY=host[:port][/path]" >&2; exit 2; }
+push: push-registry-given images
 	@$(CLUSTER_ENV); REGISTRY=$(REGISTRY) bash testbed/cluster/docker.sh bash testbed/cluster/push.sh
+
+push-registry-given:  # before the images are built
+	@[[ -n "$(REGISTRY)" ]] || { echo "make push needs REGISTRY=host[:port][/path]" >&2; exit 2; }
 
 cluster-up: cluster-deps images
 	$(PYTHON) -m streamapp_testbed.cluster up

@@ -43,12 +43,14 @@ class Watch:
     def until(self, what: str, done, timeout: float = 600) -> None:
         def check():
             row = self.row()
-            if row and row.splitlines()[1] != self.last:
+            if row:
                 header, line = row.splitlines()
-                if self.last is None:
-                    print(f"{'':10}$ kubectl get sapp -n {NS}\n{'':10}{header}", flush=True)
-                print(f"[{time.monotonic() - T0:6.1f}s] {line}", flush=True)
-                self.last = line
+                changed = line.rsplit(None, 1)[0]  # all but AGE
+                if changed != self.last:
+                    if self.last is None:
+                        print(f"{'':10}$ kubectl get sapp -n {NS} -w\n{'':10}{header}", flush=True)
+                    print(f"[{time.monotonic() - T0:6.1f}s] {line}", flush=True)
+                    self.last = changed
             return done()
 
         wait_for(what, check, timeout=timeout, every=2)

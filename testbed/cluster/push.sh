@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make push REGISTRY=...` (run through docker.sh, after make images): tags the operator and runtime
-# images of this version as $REGISTRY/streamapp/<name>:<version> and pushes both. The chart's
+# images of this version as $REGISTRY/streamapp/<name>:<version> and pushes them (PUSH_IMAGES: which
+# of the two, default both). The chart's
 # image.registry takes the same REGISTRY. Docker pushes to 127.0.0.0/8 over plain HTTP; any other
 # registry must speak TLS or be listed in the engine's insecure-registries.
 set -euo pipefail
@@ -9,7 +10,8 @@ repo=$(dirname "$(dirname "$here")")
 REGISTRY=${REGISTRY:?REGISTRY=host[:port][/path]}; DOCKER=${DOCKER:?run through docker.sh}
 REGISTRY=${REGISTRY%/}
 version=$(python3 -c 'import runpy, sys; print(runpy.run_path(sys.argv[1])["__version__"])' "$repo/crds/streamapp_api/version.py")
-for name in operator runtime; do
+for name in ${PUSH_IMAGES:-operator runtime}; do
+  [[ $name == operator || $name == runtime ]] || { echo "PUSH_IMAGES: operator and/or runtime, not $name" >&2; exit 2; }
   local_tag=streamapp/$name:$version
   remote=$REGISTRY/streamapp/$name:$version
   "$DOCKER" tag "$local_tag" "$remote"
