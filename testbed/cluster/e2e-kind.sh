@@ -17,7 +17,7 @@ cleanup() { kind delete cluster --name "$name" >/dev/null 2>&1 || true; rm -f "$
 trap cleanup EXIT
 
 BASE_IMAGE=${BASE_IMAGE:-debian:bookworm-slim} CACHE=$CACHE bash "$here/images.sh"
-version=$("$PYTHON" -c 'import sys, tomllib; print(tomllib.load(open(sys.argv[1], "rb"))["project"]["version"])' "$repo/pyproject.toml")
+version=$(python3 -c 'import runpy, sys; print(runpy.run_path(sys.argv[1])["__version__"])' "$repo/crds/streamapp_api/version.py")
 kind create cluster --name "$name" --kubeconfig "$kubeconfig" --wait 5m
 for image in "streamapp/operator:$version" "streamapp/runtime:$version"; do
   kind load docker-image --name "$name" "$image"
