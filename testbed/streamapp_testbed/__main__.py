@@ -10,10 +10,12 @@ import threading
 from contextlib import ExitStack
 
 from . import bed, leftovers, netguard
+from .paths import version_line
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m streamapp_testbed")
+    parser.add_argument("--version", action="version", version=f"%(prog)s: {version_line()}")
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="start the test bed, print where each part listens")
     up.add_argument("--parts", default=",".join(bed.PARTS), help="comma-separated subset of " + ",".join(bed.PARTS))

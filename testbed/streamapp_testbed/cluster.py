@@ -19,7 +19,7 @@ from pathlib import Path
 from . import node
 from .kafka import KafkaBroker
 from .kube import ControlPlane
-from .paths import cache_dir
+from .paths import cache_dir, version_line
 from .postgres import Postgres
 
 CONTEXT = "streamapp-cluster"
@@ -170,6 +170,7 @@ def _down(state: dict) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m streamapp_testbed.cluster", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"%(prog)s: {version_line()}")
     parser.add_argument("command", choices=["up", "down", "status"])
     parser.add_argument("--no-images", action="store_true", help="do not import the project's images")
     args = parser.parse_args(argv)

@@ -23,6 +23,11 @@ def versions() -> dict[str, str]:
     return pairs
 
 
+def version_line() -> str:
+    """For the test bed's --version: the versions of the parts it runs (testbed/versions.env)."""
+    return ", ".join(f"{key.removesuffix('_VERSION').lower()} {value}" for key, value in versions().items())
+
+
 def cache_dir() -> Path:
     return Path(os.environ.get("STREAMAPP_CACHE", Path.home() / ".cache" / "streamapp"))
 
