@@ -50,7 +50,7 @@ test: deps cluster-deps images
 unit: venv
 	$(PYTHON) -m pytest -m unit $(PYTEST_ARGS)
 
-integration: deps
+integration: deps cluster-deps images  # tests/integration/test_push.py pushes the built images
 	$(PYTHON) -m pytest -m integration $(PYTEST_ARGS)
 
 # The operator on the single-node cluster (brought up and down unless `make cluster-up` left one up).

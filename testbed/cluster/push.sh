@@ -14,6 +14,7 @@ for name in ${PUSH_IMAGES:-operator runtime}; do
   [[ $name == operator || $name == runtime ]] || { echo "PUSH_IMAGES: operator and/or runtime, not $name" >&2; exit 2; }
   local_tag=streamapp/$name:$version
   remote=$REGISTRY/streamapp/$name:$version
+  "$DOCKER" image inspect "$local_tag" >/dev/null 2>&1 || { echo "$local_tag is not built: run make images" >&2; exit 1; }
   "$DOCKER" tag "$local_tag" "$remote"
   echo ">> docker push $remote"
   t0=$SECONDS
