@@ -59,10 +59,30 @@ METRICS_PATH = "/metrics"
 METRIC_SOURCE_LAG = "streamapp_source_lag_records"
 METRIC_LAST_BATCH = "streamapp_last_batch_timestamp_seconds"
 METRIC_SHUFFLE_PARTITIONS = "streamapp_shuffle_partitions"
+# Per query, of its last batch: what scaling.mode load decides from (with the lag above).
+METRIC_INPUT_RATE = "streamapp_input_rows_per_second"
+METRIC_PROCESSED_RATE = "streamapp_processed_rows_per_second"
+METRIC_BATCH_DURATION = "streamapp_batch_duration_seconds"
+METRIC_BATCHES = "streamapp_batches"  # a counter: batches since the driver started (warm-up)
+METRIC_EXECUTORS = "streamapp_executors"  # executors registered with the driver
 # Counters per query (the family names; their samples end in _total), since the driver started.
 METRIC_KAFKA_TRANSACTIONS = "streamapp_kafka_transactions"
 METRIC_KAFKA_TRANSACTIONS_ABORTED = "streamapp_kafka_transactions_aborted"
 METRIC_PARTITIONS_SKIPPED = "streamapp_sink_partitions_skipped"
+METRIC_GROUP_COMMIT_FAILURES = "streamapp_consumer_group_commit_failures"
+
+
+def consumer_group(namespace: str, app: str, query: str) -> str:
+    """The Kafka consumer group the runtime commits a query's processed offsets to after each batch
+    (Spark never commits any), so that kafka-consumer-groups, KEDA and lag exporters see its lag."""
+    return f"streamapp.{namespace}.{app}.{query}"
+
+
+def shuffle_partitions_to_grow_into(max_executors: int | None, executor_cores: int) -> int | None:
+    """scaling.mode load: the fewest shuffle partitions a new checkpoint gets, so that the app can
+    grow to maxExecutors with every core busy in its stateful stages (the count is fixed by the
+    checkpoint). None without maxExecutors."""
+    return max_executors * executor_cores if max_executors else None
 
 # --- the checkpoint -------------------------------------------------------------------------------
 CHECKPOINT_MOUNT = "/var/lib/streamapp/checkpoint"

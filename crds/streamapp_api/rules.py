@@ -149,6 +149,11 @@ def check_settings(app: StreamApp) -> Iterator[Issue]:
     if scaling.max_executors is not None and scaling.min_executors > scaling.max_executors:
         yield Issue("spec.scaling.minExecutors", f"minExecutors {scaling.min_executors} exceeds "
                     f"maxExecutors {scaling.max_executors}; minExecutors must not exceed maxExecutors")
+    if spec.executors is not None and scaling.mode not in (None, "manual"):
+        yield Issue("spec.executors", f"executors is the manual count, but scaling.mode is {scaling.mode}: remove "
+                    "executors, or set scaling.mode to manual")
+    if scaling.mode == "manual" and spec.executors is None:
+        yield Issue("spec.scaling.mode", "manual needs spec.executors (kubectl scale sets it)")
     if spec.executors is not None:
         high = scaling.max_executors
         if spec.executors < scaling.min_executors or (high is not None and spec.executors > high):

@@ -110,8 +110,12 @@ class State(ApiModel):
     )
 
 
+ScalingMode = Literal["partitions", "load", "manual"]
+
+
 class Scaling(ApiModel):
-    """Bounds for the executor count, which follows the input partition count."""
+    """How many executors the app runs: from its input partitions (the default), from the load it
+    measures, or spec.executors; always within minExecutors..maxExecutors."""
 
     model_config = api_config(
         cel(
@@ -121,12 +125,38 @@ class Scaling(ApiModel):
         )
     )
 
-    min_executors: int = Field(default=1, ge=1, le=1000, description="Fewest executors.")
-    max_executors: int | None = Field(
+    mode: Annotated[ScalingMode | None, RESCALE] = Field(
+        default=None,
+        description="partitions: ceil(input partitions / executor cores). load: follow the measured load "
+        "(input rate, processing rate, lag; see targetUtilization). manual: spec.executors (what "
+        "'kubectl scale' and a HorizontalPodAutoscaler set). Default: manual when spec.executors is set, "
+        "else partitions.",
+    )
+    min_executors: Annotated[int, RESCALE] = Field(default=1, ge=1, le=1000, description="Fewest executors.")
+    max_executors: Annotated[int | None, RESCALE] = Field(
         default=None,
         ge=1,
         le=1000,
-        description="Most executors. Default: no bound besides the input partition count.",
+        description="Most executors. Default: no bound besides the input partition count. In load mode "
+        "a new checkpoint gets at least maxExecutors × executor cores shuffle partitions to grow into.",
+    )
+    # The load-mode settings feed the next decision; a count that changes because of them is a rescale
+    # of its own, so changing them alone leaves the running driver as it is.
+    target_utilization: Annotated[float, IGNORE] = Field(
+        default=0.7,
+        gt=0,
+        le=1,
+        description="load: the share of its time the app should spend processing (batch time ÷ trigger "
+        "interval, or input rate ÷ processing rate); the rest is headroom for bursts.",
+    )
+    catch_up: Annotated[Duration, IGNORE] = Field(
+        default="5m", description="load: how fast a backlog (lag) should be worked off, on top of the input rate."
+    )
+    scale_up_window: Annotated[Duration, IGNORE] = Field(
+        default="30s", description="load: a larger count must be asked for this long before the app grows."
+    )
+    scale_down_window: Annotated[Duration, IGNORE] = Field(
+        default="5m", description="load: a smaller count must be asked for this long before the app shrinks."
     )
 
 
@@ -191,10 +221,22 @@ _EXECUTORS_IN_BOUNDS = cel(
 )
 
 
+_EXECUTORS_ONLY_IN_MANUAL_MODE = cel(
+    "!has(self.executors) || !has(self.scaling) || !has(self.scaling.mode) || self.scaling.mode == 'manual'",
+    "executors is the manual count: remove it, or set scaling.mode to manual (or leave mode unset)",
+    field_path=".executors",
+)
+_MANUAL_MODE_NEEDS_EXECUTORS = cel(
+    "!has(self.scaling) || !has(self.scaling.mode) || self.scaling.mode != 'manual' || has(self.executors)",
+    "scaling.mode manual needs spec.executors (kubectl scale sets it)",
+    field_path=".scaling.mode",
+)
+
+
 class StreamAppSpec(ApiModel):
     """The desired pipeline: Kafka sources and tables, derived streams, and sinks."""
 
-    model_config = api_config(_EXECUTORS_IN_BOUNDS)
+    model_config = api_config(_EXECUTORS_IN_BOUNDS, _EXECUTORS_ONLY_IN_MANUAL_MODE, _MANUAL_MODE_NEEDS_EXECUTORS)
 
     image: Annotated[str | None, RESTART] = Field(
         default=None,
@@ -248,15 +290,16 @@ class StreamAppSpec(ApiModel):
     state: Annotated[State, ByField()] = Field(
         default_factory=State, description=State.__doc__, json_schema_extra={"default": {}}
     )
-    scaling: Annotated[Scaling, RESCALE] = Field(
+    scaling: Annotated[Scaling, ByField(why="scaling changed")] = Field(
         default_factory=Scaling, description=Scaling.__doc__, json_schema_extra={"default": {}}
     )
     executors: Annotated[int | None, RESCALE] = Field(
         default=None,
         ge=1,
         le=1000,
-        description="Fixed executor count, overriding automatic scaling; what 'kubectl scale' and a "
-        "HorizontalPodAutoscaler set. Remove it to follow the partition count again.",
+        description="Fixed executor count (scaling mode manual); what 'kubectl scale' and a "
+        "HorizontalPodAutoscaler set. Refused with scaling.mode partitions or load. Remove it to follow the "
+        "partition count again.",
     )
     driver: Annotated[Resources, RESTART] = Field(
         default_factory=Resources, description="Driver resources.", json_schema_extra={"default": {}}
@@ -277,6 +320,11 @@ class StreamAppSpec(ApiModel):
         default=False,
         description="Stop driver and executors, keeping checkpoints; set back to false to resume where it stopped.",
     )
+
+    @property
+    def scaling_mode(self) -> ScalingMode:
+        """The mode in effect: scaling.mode, else manual when executors is set, else partitions."""
+        return self.scaling.mode or ("manual" if self.executors is not None else "partitions")
 
 
 class ObjectMeta(BaseModel):

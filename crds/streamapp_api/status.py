@@ -69,6 +69,23 @@ class LastRestart(ApiModel):
     exit_code: int | None = Field(default=None, description="Exit code of the old driver container, when known.")
 
 
+class ScalingStatus(ApiModel):
+    """The executor count's last decision: the mode in effect, the count it settled on and why."""
+
+    mode: Literal["partitions", "load", "manual"] = Field(description="The scaling mode in effect.")
+    target: int | None = Field(default=None, ge=0, description="Executors the mode asks for.")
+    reason: str | None = Field(
+        default=None, max_length=1024,
+        description="Why, in words: the load measured and what it needs, or why the count is kept.",
+    )
+    limited_by: Literal["minExecutors", "maxExecutors", "partitions", "shufflePartitions"] | None = Field(
+        default=None, description="The bound that kept the target from what the load asks for.",
+    )
+    last_decision_time: str | None = Field(
+        default=None, description="When the target last changed (RFC 3339).", json_schema_extra={"format": "date-time"},
+    )
+
+
 class StreamAppStatus(ApiModel):
     """Observed state of the StreamApp."""
 
@@ -83,11 +100,13 @@ class StreamAppStatus(ApiModel):
     message: str | None = Field(default=None, max_length=32768, description="Why the app is in this phase.")
     executors: int | None = Field(default=None, ge=0, description="Executors running (scale subresource status).")
     desired_executors: int | None = Field(
-        default=None, ge=0, description="Executors the app should run: spec.executors, else from the source partitions.",
+        default=None, ge=0, description="Executors the app should run (see scaling): spec.executors, from the source "
+        "partitions, or from the load.",
     )
     selector: str | None = Field(default=None, max_length=1024, description="Label selector of executor pods (scale subresource).")
     partitions: int | None = Field(default=None, ge=0, description="Input partitions, summed over source topics.")
     lag: int | None = Field(default=None, ge=0, description="Records not yet processed, summed over sinks and partitions.")
+    scaling: ScalingStatus | None = Field(default=None, description=ScalingStatus.__doc__)
     restarts: int | None = Field(default=None, ge=0, description="Driver restarts since the last successful run.")
     last_restart: LastRestart | None = Field(default=None, description=LastRestart.__doc__)
     driver_pod: str | None = Field(default=None, max_length=253, description="Name of the current driver pod.")

@@ -87,6 +87,8 @@ def test_strings_and_lists_are_bounded_where_cel_rules_look_at_them():
         ("openAPIV3Schema.spec.sinks[]", "has(self.kafka) != has(self.postgres)"),
         ("openAPIV3Schema.spec.streams[].steps[].join", "has(self.table) != has(self.stream)"),
         ("openAPIV3Schema.spec", "self.executors >= self.scaling.minExecutors"),
+        ("openAPIV3Schema.spec", "self.scaling.mode == 'manual'"),
+        ("openAPIV3Schema.spec", "self.scaling.mode != 'manual' || has(self.executors)"),
     ],
 )
 def test_cross_field_rules_are_cel(path, rule_fragment):

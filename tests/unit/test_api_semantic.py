@@ -167,6 +167,9 @@ def test_aggregations_across_streams_count_per_query():
     (lambda s: s.update({"scaling": {"minExecutors": 3, "maxExecutors": 2}}), "spec.scaling.minExecutors",
      "must not exceed maxExecutors"),
     (lambda s: s.update({"executors": 2, "scaling": {"minExecutors": 3}}), "spec.executors", "within"),
+    (lambda s: s.update({"executors": 2, "scaling": {"mode": "load"}}), "spec.executors",
+     "executors is the manual count, but scaling.mode is load"),
+    (lambda s: s.update({"scaling": {"mode": "manual"}}), "spec.scaling.mode", "manual needs spec.executors"),
     (lambda s: s.update({"restartPolicy": {"backoff": "2d", "maxBackoff": "1d"}}), "spec.restartPolicy.backoff",
      "must not exceed maxBackoff"),
     (lambda s: s["sources"][0].update({"topics": ["a"]}), "spec.sources[0].topic", "exactly one of topic or topics"),
@@ -228,6 +231,10 @@ def test_defaults_and_helpers():
     app = load(app_with([]))
     spec = app.spec
     assert (spec.scaling.min_executors, spec.scaling.max_executors, spec.executors) == (1, None, None)
+    assert spec.scaling_mode == "partitions"
+    assert load(app_with([]) | {"spec": {**app_with([])["spec"], "executors": 2}}).spec.scaling_mode == "manual"
+    assert (spec.scaling.target_utilization, spec.scaling.catch_up, spec.scaling.scale_up_window,
+            spec.scaling.scale_down_window) == (0.7, "5m", "30s", "5m")
     assert spec.state.checkpoint.access_modes == ["ReadWriteMany"] and spec.state.retain_on_delete
     assert spec.sources[0].starting_offsets == "earliest" and spec.sources[0].format == "json"
     assert spec.sinks[0].query_name == "out-out"

@@ -11,6 +11,7 @@ from streamapp_api import Issue, Policy, StreamApp, StreamAppSpec
 from ..render import NetworkPolicies
 
 from .restarts import PodObservation
+from .autoscale import LoadHistory
 from .scaling import PendingScale
 
 
@@ -53,6 +54,14 @@ class Progress:
     sink_transactions: tuple[tuple[str, int], ...] = ()
     sink_aborted: tuple[tuple[str, int], ...] = ()
     sink_skipped: tuple[tuple[str, int], ...] = ()
+    # Per query, of its last batch (scaling.mode load): rows/s read and processed, the batch's
+    # seconds, and batches since the driver started; executors registered with the driver.
+    input_rate: tuple[tuple[str, float], ...] = ()
+    processed_rate: tuple[tuple[str, float], ...] = ()
+    batch_seconds: tuple[tuple[str, float], ...] = ()
+    batches: tuple[tuple[str, int], ...] = ()
+    executors: int | None = None
+    read_at: datetime | None = None  # when this was read from the driver (None: it did not answer)
 
 
 @dataclass(frozen=True)
@@ -76,6 +85,7 @@ class Memory:
     """What one operator process remembers between reconciles of one app (lost on restart: harmless)."""
 
     pending_scale: PendingScale | None = None
+    load: LoadHistory = field(default_factory=LoadHistory)  # scaling.mode load: lag readings, recommendations
     kafka_failures: int = 0
 
 

@@ -13,7 +13,8 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from datetime import datetime, timezone
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -34,8 +35,11 @@ def parse(text: str) -> Progress:
     lag_by_query: dict[str, int] = {}
     batch_by_query: dict[str, float] = {}
     shuffle_partitions: int | None = None
+    executors: int | None = None
     counters = {f"{contract.METRIC_KAFKA_TRANSACTIONS}_total": {}, f"{contract.METRIC_KAFKA_TRANSACTIONS_ABORTED}_total": {},
-                f"{contract.METRIC_PARTITIONS_SKIPPED}_total": {}}
+                f"{contract.METRIC_PARTITIONS_SKIPPED}_total": {}, f"{contract.METRIC_BATCHES}_total": {}}
+    per_query: dict[str, dict[str, float]] = {contract.METRIC_INPUT_RATE: {}, contract.METRIC_PROCESSED_RATE: {},
+                                              contract.METRIC_BATCH_DURATION: {}}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             query = sample.labels.get("query", "")
@@ -45,6 +49,10 @@ def parse(text: str) -> Progress:
                 batch_by_query[query] = max(batch_by_query.get(query, 0.0), sample.value)
             elif sample.name == contract.METRIC_SHUFFLE_PARTITIONS and sample.value > 0:
                 shuffle_partitions = int(sample.value)
+            elif sample.name in per_query:
+                per_query[sample.name][query] = sample.value
+            elif sample.name == contract.METRIC_EXECUTORS:
+                executors = int(sample.value)
             elif sample.name in counters:
                 counters[sample.name][query] = counters[sample.name].get(query, 0) + int(sample.value)
 
@@ -60,6 +68,11 @@ def parse(text: str) -> Progress:
         sink_transactions=tuple(sorted(counters[f"{contract.METRIC_KAFKA_TRANSACTIONS}_total"].items())),
         sink_aborted=tuple(sorted(counters[f"{contract.METRIC_KAFKA_TRANSACTIONS_ABORTED}_total"].items())),
         sink_skipped=tuple(sorted(counters[f"{contract.METRIC_PARTITIONS_SKIPPED}_total"].items())),
+        input_rate=tuple(sorted(per_query[contract.METRIC_INPUT_RATE].items())),
+        processed_rate=tuple(sorted(per_query[contract.METRIC_PROCESSED_RATE].items())),
+        batch_seconds=tuple(sorted(per_query[contract.METRIC_BATCH_DURATION].items())),
+        batches=tuple(sorted(counters[f"{contract.METRIC_BATCHES}_total"].items())),
+        executors=executors,
     )
 
 
@@ -71,7 +84,7 @@ def observe(pod_ip: str | None, timeout: float = TIMEOUT, port: int = names.METR
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # pod IPs never go through a proxy
     try:
         with opener.open(url, timeout=timeout) as response:
-            return parse(response.read().decode("utf-8", "replace"))
+            return replace(parse(response.read().decode("utf-8", "replace")), read_at=datetime.now(timezone.utc))
     except (OSError, urllib.error.URLError, ValueError):
         return Progress()
 
@@ -127,7 +140,10 @@ class ProgressCache:
     def latest(self, key: tuple[str, str], uid: str | None) -> Progress:
         with self._lock:
             seen = self._latest.get(key)
-        return seen[1] if seen and seen[0] == uid else Progress()
+        if not seen or seen[0] != uid or seen[1] == Progress():
+            return Progress()
+        # when it was read, on the wall clock (stored on the monotonic one, which ignores clock steps)
+        return replace(seen[1], read_at=datetime.now(timezone.utc) - timedelta(seconds=time.monotonic() - seen[2]))
 
     def due(self, key: tuple[str, str], uid: str | None, every: float) -> bool:
         """Whether the driver ``uid`` should be read again (none in flight, last read ``every`` s ago or more)."""
