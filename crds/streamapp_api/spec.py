@@ -141,23 +141,36 @@ class Scaling(ApiModel):
         "a new checkpoint gets at least maxExecutors × executor cores shuffle partitions to grow into.",
     )
     # The load-mode settings feed the next decision; a count that changes because of them is a rescale
-    # of its own, so changing them alone leaves the running driver as it is.
-    target_utilization: Annotated[float, IGNORE] = Field(
-        default=0.7,
+    # of its own, so changing them alone leaves the running driver as it is. Unset, they take the
+    # defaults of LOAD_DEFAULTS (and stay out of the manifests of apps that do not use them).
+    target_utilization: Annotated[float | None, IGNORE] = Field(
+        default=None,
         gt=0,
         le=1,
         description="load: the share of its time the app should spend processing (batch time ÷ trigger "
-        "interval, or input rate ÷ processing rate); the rest is headroom for bursts.",
+        "interval, or input rate ÷ processing rate); the rest is headroom for bursts. Default: 0.7.",
     )
-    catch_up: Annotated[Duration, IGNORE] = Field(
-        default="5m", description="load: how fast a backlog (lag) should be worked off, on top of the input rate."
+    catch_up: Annotated[Duration | None, IGNORE] = Field(
+        default=None,
+        description="load: how fast a backlog (lag) should be worked off, on top of the input rate. Default: 5m.",
     )
-    scale_up_window: Annotated[Duration, IGNORE] = Field(
-        default="30s", description="load: a larger count must be asked for this long before the app grows."
+    scale_up_window: Annotated[Duration | None, IGNORE] = Field(
+        default=None,
+        description="load: a larger count must be asked for this long before the app grows, and the app grows "
+        "at most once per window. Default: 30s.",
     )
-    scale_down_window: Annotated[Duration, IGNORE] = Field(
-        default="5m", description="load: a smaller count must be asked for this long before the app shrinks."
+    scale_down_window: Annotated[Duration | None, IGNORE] = Field(
+        default=None,
+        description="load: a smaller count must be asked for this long before the app shrinks, and it shrinks "
+        "at most once per window. Default: 5m.",
     )
+
+    def with_load_defaults(self) -> Scaling:
+        """These settings with every unset load setting at its default."""
+        return self.model_copy(update={k: v for k, v in LOAD_DEFAULTS.items() if getattr(self, k) is None})
+
+
+LOAD_DEFAULTS = {"target_utilization": 0.7, "catch_up": "5m", "scale_up_window": "30s", "scale_down_window": "5m"}
 
 
 class Resources(ApiModel):

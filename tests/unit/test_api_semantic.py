@@ -233,8 +233,10 @@ def test_defaults_and_helpers():
     assert (spec.scaling.min_executors, spec.scaling.max_executors, spec.executors) == (1, None, None)
     assert spec.scaling_mode == "partitions"
     assert load(app_with([]) | {"spec": {**app_with([])["spec"], "executors": 2}}).spec.scaling_mode == "manual"
-    assert (spec.scaling.target_utilization, spec.scaling.catch_up, spec.scaling.scale_up_window,
-            spec.scaling.scale_down_window) == (0.7, "5m", "30s", "5m")
+    assert spec.to_dict()["scaling"] == {"minExecutors": 1}  # the load settings stay out of the manifest
+    scaling = spec.scaling.with_load_defaults()
+    assert (scaling.target_utilization, scaling.catch_up, scaling.scale_up_window, scaling.scale_down_window) == \
+        (0.7, "5m", "30s", "5m")
     assert spec.state.checkpoint.access_modes == ["ReadWriteMany"] and spec.state.retain_on_delete
     assert spec.sources[0].starting_offsets == "earliest" and spec.sources[0].format == "json"
     assert spec.sinks[0].query_name == "out-out"
