@@ -117,3 +117,12 @@ def aggregate_buffers(df) -> list[tuple[str, str, tuple[str, ...]]] | None:
         return found
     except Exception:  # noqa: BLE001 - an unexpected plan shape
         return None
+
+
+def executor_count(spark) -> int:
+    """Executors registered with the driver now (PySpark's StatusTracker has no executor list); 0 when
+    the context is gone or local (the driver is no executor of its own)."""
+    try:
+        return max(0, len(spark.sparkContext._jsc.sc().statusTracker().getExecutorInfos()) - 1)
+    except Exception:  # noqa: BLE001 - a metric read while the context stops
+        return 0

@@ -30,6 +30,10 @@ def test_shuffle_partitions_are_kept_once_recorded():
     assert settings.choose_shuffle_partitions(None, 4, "16", counts)[0] == 4
     assert settings.choose_shuffle_partitions(None, None, "16", counts)[0] == 16
     assert settings.choose_shuffle_partitions(5, 4, "16", {"a": 100})[0] == 5
+    # scaling.mode load: room to grow into, unless the topics already give more
+    assert settings.choose_shuffle_partitions(None, None, None, counts, grow_into=20)[0] == 20
+    assert settings.choose_shuffle_partitions(None, None, None, counts, grow_into=4)[0] == 8
+    assert settings.choose_shuffle_partitions(None, 4, None, counts, grow_into=20)[0] == 4
     with pytest.raises(settings.SettingsError, match="spark.sql.shuffle.partitions"):
         settings.choose_shuffle_partitions(None, None, "many", counts)
 

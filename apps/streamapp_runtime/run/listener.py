@@ -15,8 +15,10 @@ log = logging.getLogger("streamapp.runtime")
 
 
 class ProgressListener(StreamingQueryListener):
-    def __init__(self, metrics: Metrics, queries: set[str], quiet: bool = False):
+    def __init__(self, metrics: Metrics, queries: set[str], quiet: bool = False, committer=None):
         self.metrics = metrics
+        self.committer = committer  # consumer_groups.GroupCommitter: each batch's offsets to the query's group
+        self.last_batch: dict[str, int] = {}  # query -> the id of the last batch seen
         self.queries = queries  # only this app's queries (a test session may run others)
         self.names: dict[str, str] = {}
         self.quiet = quiet
@@ -35,6 +37,9 @@ class ProgressListener(StreamingQueryListener):
         if p.get("name") not in self.queries:
             return
         self.metrics.observe(p)
+        if self.committer is not None:
+            self.committer.batch_done(p["name"], p)
+        self.last_batch[p["name"]] = p.get("batchId", -1)
         if self.progress_file is not None:
             self.progress_file.write(json.dumps(p) + "\n")
         if not self.quiet:

@@ -54,11 +54,18 @@ class Metrics:
         self.topic_sources = topic_sources
         self.dlq_queries = dlq_queries  # query name -> source name
         self.registry = r = CollectorRegistry()
-        self.input_rate = Gauge("streamapp_input_rows_per_second", "Rows read per second in the last batch", [A, Q], registry=r)
-        self.processed_rate = Gauge("streamapp_processed_rows_per_second", "Rows processed per second in the last batch", [A, Q], registry=r)
+        self.input_rate = Gauge(contract.METRIC_INPUT_RATE, "Rows read per second in the last batch", [A, Q], registry=r)
+        self.processed_rate = Gauge(contract.METRIC_PROCESSED_RATE, "Rows processed per second in the last batch",
+                                    [A, Q], registry=r)
         self.input_rows = Counter("streamapp_input_rows", "Rows read", [A, Q], registry=r)
         self.output_rows = Counter("streamapp_output_rows", "Rows written by the sink", [A, Q], registry=r)
-        self.batch_duration = Gauge("streamapp_batch_duration_seconds", "Duration of the last batch", [A, Q], registry=r)
+        self.batch_duration = Gauge(contract.METRIC_BATCH_DURATION, "Duration of the last batch", [A, Q], registry=r)
+        self.batches = Counter(contract.METRIC_BATCHES, "Batches since the driver started", [A, Q], registry=r)
+        self.executors = Gauge(contract.METRIC_EXECUTORS, "Executors registered with the driver (read when scraped)",
+                               [A], registry=r)
+        self.group_commit_failures = Counter(
+            contract.METRIC_GROUP_COMMIT_FAILURES,
+            "Failures to commit a batch's offsets to the query's consumer group (the query goes on)", [A, Q], registry=r)
         self.batch_id = Gauge("streamapp_batch_id", "Id of the last committed batch", [A, Q], registry=r)
         self.lag = Gauge(contract.METRIC_SOURCE_LAG, "Offsets behind the latest offset, per source partition",
                          [A, Q, "source", "topic", "partition"], registry=r)
@@ -98,6 +105,14 @@ class Metrics:
         with self._lock:
             self.active.labels(self.app, query).set(0)
             self.last_seen.pop(query, None)
+
+    def count_executors(self, count) -> None:
+        """``count()``: the executors registered with the driver, asked only when the metrics are read."""
+        self.executors.labels(self.app).set_function(count)
+
+    def group_commit_failed(self, query: str) -> None:
+        with self._lock:
+            self.group_commit_failures.labels(self.app, query).inc()
 
     def restarted(self, query: str) -> None:
         with self._lock:
@@ -148,6 +163,7 @@ class Metrics:
             self.processed_rate.labels(*labels).set(float(p.get("processedRowsPerSecond") or 0))
             self.batch_duration.labels(*labels).set((p.get("batchDuration") or 0) / 1000)
             self.batch_id.labels(*labels).set(p.get("batchId", -1))
+            self.batches.labels(*labels).inc()
             self.last_batch.labels(*labels).set(parse_time(p.get("timestamp")) or time.time())
             out = int((p.get("sink") or {}).get("numOutputRows", -1))
             if out > 0:

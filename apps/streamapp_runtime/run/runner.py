@@ -8,6 +8,7 @@ it on the next start with nothing lost.
 
 from __future__ import annotations
 
+import json
 import logging
 import signal
 import threading
@@ -20,7 +21,8 @@ from streamapp_api.durations import parse_duration
 from streamapp_runtime import plan, spark_compat
 from streamapp_runtime.run import recovery
 from streamapp_runtime.compile.compiler import Compiler
-from streamapp_runtime.run.kafka_wait import partition_counts
+from streamapp_runtime.run.consumer_groups import GroupCommitter, admin_commit
+from streamapp_runtime.run.kafka_wait import admin_client, partition_counts
 from streamapp_runtime.run.metrics import Metrics
 from streamapp_runtime.run.settings import Settings, choose_shuffle_partitions, read_recorded, write_recorded
 from streamapp_runtime.sinks import WRITERS, QueryContext
@@ -37,6 +39,7 @@ class Running:
     stop_requested: threading.Event = field(default_factory=threading.Event)
     plans: list = field(default_factory=list)  # queries[i] runs plans[i]
     restart: object = None  # QueryPlan -> a new StreamingQuery on the same checkpoint
+    committer: GroupCommitter | None = None  # each batch's offsets to the query's consumer group
 
     def query_names(self) -> list[str]:
         return [q.name for q in self.queries]
@@ -49,8 +52,11 @@ def prepare_session(spark, app: StreamApp, settings: Settings, options: dict[str
     apply_app_sql_conf(spark, app)
     counts = partition_counts(options, plan.input_topics(app), wait=wait, stop=stop)
     recorded = read_recorded(settings.checkpoint_root)
+    grow_into = None
+    if app.spec.scaling_mode == "load":
+        grow_into = contract.shuffle_partitions_to_grow_into(app.spec.scaling.max_executors, app.spec.executor.cores)
     partitions, why = choose_shuffle_partitions(recorded.get("shufflePartitions"), app.spec.shuffle_partitions,
-                                                settings.spark_conf.get(contract.SHUFFLE_PARTITIONS), counts)
+                                                settings.spark_conf.get(contract.SHUFFLE_PARTITIONS), counts, grow_into)
     if recorded.get("shufflePartitions") is None:
         write_recorded(settings.checkpoint_root, {**recorded, "shufflePartitions": partitions, "app": app.metadata.name})
     spark.conf.set(contract.SHUFFLE_PARTITIONS, str(partitions))
@@ -103,8 +109,9 @@ def start(spark, app: StreamApp, settings: Settings, quiet: bool = False, wait_f
     plans = plan.query_plans(app, settings.checkpoint_root, settings.console, settings.available_now)
     metrics = Metrics(app.metadata.name, plan.topic_sources(app), {p.name: p.reads for p in plans if p.kind == "dlq"})
     metrics.shuffle_partitions.labels(app.metadata.name).set(partitions)
-    running = Running(app, metrics, stop_requested=stop_requested)
-    running.listener = ProgressListener(metrics, {p.name for p in plans}, quiet=quiet)
+    metrics.count_executors(lambda: spark_compat.executor_count(spark))
+    running = Running(app, metrics, stop_requested=stop_requested, committer=group_committer(app, options, metrics))
+    running.listener = ProgressListener(metrics, {p.name for p in plans}, quiet=quiet, committer=running.committer)
     spark.streams.addListener(running.listener)
     ctx = QueryContext(spark, Compiler(spark, app, options), app, settings, options, metrics)
     running.restart = lambda qp: start_query(ctx, qp)
@@ -119,6 +126,28 @@ def start(spark, app: StreamApp, settings: Settings, quiet: bool = False, wait_f
     return running
 
 
+def group_committer(app: StreamApp, options: dict[str, str], metrics: Metrics) -> GroupCommitter:
+    namespace, name = app.metadata.namespace or "default", app.metadata.name
+    return GroupCommitter(lambda query: contract.consumer_group(namespace, name, query),
+                          admin_commit(admin_client(options)), metrics.group_commit_failed)
+
+
+def _wait_for_listener(running: Running, timeout: float = 5.0) -> None:
+    """Until the listener has seen each query's last batch (Spark hands it progress asynchronously),
+    so that the offsets of the last batches reach the consumer groups too."""
+    deadline = time.monotonic() + timeout
+    last = {}
+    for query in running.queries:
+        try:
+            progress = query.lastProgress
+        except Exception:  # noqa: BLE001 - a query whose JVM side is gone has nothing more to report
+            continue
+        if progress is not None:
+            last[query.name] = (json.loads(progress.json) if hasattr(progress, "json") else progress).get("batchId", -1)
+    while time.monotonic() < deadline and any(running.listener.last_batch.get(q, -1) < b for q, b in last.items()):
+        time.sleep(0.05)
+
+
 def stop_now(spark, running: Running) -> None:
     for query in running.queries:
         try:
@@ -126,8 +155,12 @@ def stop_now(spark, running: Running) -> None:
         except Exception as exc:  # already failed
             log.debug("stopping %s: %s", query.name, exc)
     if running.listener is not None:
+        _wait_for_listener(running)
         spark.streams.removeListener(running.listener)
         running.listener = None
+    if running.committer is not None:
+        running.committer.close()  # the last batches' offsets committed first
+        running.committer = None
 
 
 def stop_gracefully(running: Running, timeout: float = 600) -> None:

@@ -113,11 +113,12 @@ def merge_conf(given: dict[str, str], defaults: dict[str, str]) -> dict[str, str
 
 
 def choose_shuffle_partitions(recorded: int | None, spec_value: int | None, conf_value: str | None,
-                              partition_counts: dict[str, int]) -> tuple[int, str]:
+                              partition_counts: dict[str, int], grow_into: int | None = None) -> tuple[int, str]:
     """Shuffle partitions for this checkpoint, and why.
 
     Once recorded they never change (state is partitioned by them); on a first run the spec wins,
-    then spark.properties, then the largest input topic's partition count.
+    then spark.properties, then the largest input topic's partition count, raised to ``grow_into``
+    (scaling.mode load: maxExecutors × executor cores, so the app can grow with every core busy).
     """
     if recorded is not None:
         return recorded, "recorded in the checkpoint at its first run"
@@ -127,10 +128,13 @@ def choose_shuffle_partitions(recorded: int | None, spec_value: int | None, conf
         if not conf_value.isdigit() or int(conf_value) < 1:
             raise SettingsError(f"spark.sql.shuffle.partitions={conf_value!r}: expected a positive integer")
         return int(conf_value), "spark.sql.shuffle.partitions"
+    chosen, why = 1, "no input topic found"
     if partition_counts:
         topic = max(partition_counts, key=lambda t: (partition_counts[t], t))
-        return max(1, partition_counts[topic]), f"partition count of topic {topic!r}"
-    return 1, "no input topic found"
+        chosen, why = max(1, partition_counts[topic]), f"partition count of topic {topic!r}"
+    if grow_into is not None and grow_into > chosen:
+        return grow_into, "scaling.mode load: room to grow to maxExecutors × executor cores"
+    return chosen, why
 
 
 def read_recorded(root: str) -> dict:
