@@ -165,6 +165,7 @@ def test_the_metrics_the_runtime_serves_are_the_ones_the_operator_reads():
     now = time.time()
     metrics.observe({
         "name": "counts", "batchId": 3, "numInputRows": 10, "batchDuration": 500,
+        "inputRowsPerSecond": 20.0, "processedRowsPerSecond": 40.0,
         "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(now)),
         "sources": [{"endOffset": {"clicks": {"0": 10, "1": 20}}, "latestOffset": {"clicks": {"0": 110, "1": 25}}}],
     })
@@ -175,6 +176,11 @@ def test_the_metrics_the_runtime_serves_are_the_ones_the_operator_reads():
     assert (seen.lag, seen.sink_lag, seen.shuffle_partitions) == (105, (("counts", 105),), 6)
     assert (seen.sink_transactions, seen.sink_aborted, seen.sink_skipped) == ((("counts", 4),), (("counts", 1),), (("counts", 2),))
     assert seen.last_batch is not None and abs(seen.last_batch.timestamp() - int(now)) <= 1
+    # what scaling.mode load decides from
+    metrics.count_executors(lambda: 3)
+    seen = operator_reads_metrics(generate_latest(metrics.registry).decode())
+    assert (seen.input_rate, seen.processed_rate, seen.batch_seconds, seen.batches, seen.executors) == (
+        (("counts", 20.0),), (("counts", 40.0),), (("counts", 0.5),), (("counts", 1),), 3)
 
 
 def test_the_dead_letter_topic_has_one_default():

@@ -29,6 +29,8 @@ WARM_UP_BATCHES = 3
 TREND_WINDOW = timedelta(minutes=2)
 TREND_MIN_SPAN = timedelta(seconds=5)
 RECOMMENDATION_EVERY = timedelta(seconds=5)  # an unchanged recommendation is recorded this often
+# A query without a batch for this long (or 3 triggers) has nothing to read, or is stuck when it has a lag.
+IDLE_AFTER = timedelta(seconds=60)
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,7 @@ class QueryLoad:
     lag: int  # records behind the newest offsets, summed over partitions
     lag_trend: float | None  # records per second the lag grew (negative: shrank); None: not known yet
     batches: int  # since the driver started
+    last_batch: datetime | None = None  # when its last batch ran
 
 
 @dataclass(frozen=True)
@@ -123,19 +126,30 @@ def lag_trend(history: LoadHistory, query: str) -> float | None:
 def decide(signals: Signals, bounds: Bounds, policy: Policy, current: int, last_change: datetime | None,
            history: LoadHistory, now: datetime) -> Decision:
     """The count to run instead of ``current`` (what the driver runs), and why."""
+    held, limited_by, limit_why = _bounded(current, replace(bounds, partitions=None, shuffle_partitions=None))
+    keeping = f"keeping {held} executors" + (f" ({limit_why})" if held != current else "")
     if signals.read_at is None or now - signals.read_at > METRICS_MAX_AGE:
         since = "the driver does not answer" if signals.read_at is None else \
             f"last read {int((now - signals.read_at).total_seconds())}s ago"
-        return Decision(current, f"no fresh metrics ({since}): keeping {current} executors", history=history)
+        return Decision(held, f"no fresh metrics ({since}): {keeping}", history=history)
     warming = [q for q in signals.queries if q.batches < WARM_UP_BATCHES]
     if warming or not signals.queries:
         done = min((q.batches for q in warming), default=0)
-        return Decision(current, f"warming up after the driver started ({done} of {WARM_UP_BATCHES} batches): "
-                                 f"keeping {current} executors", history=history)
+        return Decision(held, f"warming up after the driver started ({done} of {WARM_UP_BATCHES} batches): {keeping}",
+                        history=history)
+    idle_after = max(IDLE_AFTER, 3 * (policy.trigger or timedelta(0)))
+    stuck = [q for q in signals.queries if q.lag and q.last_batch and now - q.last_batch > idle_after]
+    if stuck:
+        q = stuck[0]
+        return Decision(held, f"{q.name}: no batch for {_seconds(now - q.last_batch)} with a lag of {_amount(q.lag)} "
+                              f"records (not a matter of executors): {keeping}", history=history)
+    # a query with nothing to read may report no new batch: its last rates are history, not load
+    queries = tuple(replace(q, input_rate=0.0, processed_rate=0.0) if q.last_batch and now - q.last_batch > idle_after
+                    else q for q in signals.queries)
     running = signals.executors or current
-    need = _need(signals.queries, policy, running)
+    need = _need(queries, policy, running)
     if need is None:
-        return Decision(current, f"no batch processed rows yet: keeping {current} executors", history=history)
+        return Decision(held, f"no batch processed rows yet: {keeping}", history=history)
     raw, why = need
     wanted, limited_by, limit_why = _bounded(raw, bounds)
     recs = _pruned(history.recommendations, now, policy)

@@ -17,6 +17,7 @@ from ..render import Launch, config_hash, render_children
 from .changes import Change, classify_change
 from .children import plan_children
 from .driver import DriverInputs, DriverOutcome, driver_outcome, restart_history
+from .load_scaling import load_sizing
 from .scaling import debounce, desired_executors
 from .status import Cond, fold_status, rfc3339
 from .world import Event, Memory, Observed, Plan, Settings
@@ -69,8 +70,8 @@ def _assemble(obs: Observed, app: StreamApp, change: Change, kafka: _KafkaHealth
     refused = (Event("Warning", "IncompatibleChange", f"{change.field}: {change.reason}"),) \
         if change.kind == "incompatible" else ()
     # Kafka's trouble outranks the driver's in Degraded; the driver's news outranks a pending scale.
-    status = _status(obs, app, change, driver, sizing.desired, now,
-                     progress=driver.progress or sizing.progress, degraded=kafka.degraded or driver.degraded)
+    status = _status(obs, app, change, driver, sizing.desired, now, progress=driver.progress or sizing.progress,
+                     degraded=kafka.degraded or driver.degraded, scaling=sizing.scaling)
     return Plan(status=status, create=tuple(create), patch=tuple(patches), driver=driver.action,
                 driver_pod=driver.pod, status_first=driver.status_first,
                 events=kafka.events + sizing.events + refused + driver.events, requeue=requeue,
@@ -91,7 +92,8 @@ def _invalid(obs: Observed, memory: Memory, now: datetime) -> Plan:
     status = fold_status(obs.status, phase="Invalid", message=f"{where}: {first.message if first else message}",
                          conditions=conds, now=now, generation=obs.generation,
                          restarts=obs.status.get("restarts"), lastRestart=obs.status.get("lastRestart"),
-                         desiredExecutors=obs.status.get("desiredExecutors"), driverPod=obs.status.get("driverPod"))
+                         desiredExecutors=obs.status.get("desiredExecutors"), driverPod=obs.status.get("driverPod"),
+                         scaling=obs.status.get("scaling"))
     return Plan(status=status, events=(Event("Warning", "InvalidSpec", message),), memory=memory)
 
 
@@ -136,12 +138,18 @@ class _Sizing:
     progress: Cond | None
     events: tuple[Event, ...]
     memory: Memory  # with the pending scale
+    scaling: dict | None = None  # status.scaling
 
 
 def _sizing(obs: Observed, app: StreamApp, settings: Settings, memory: Memory, now: datetime) -> _Sizing:
     """The executor count to start a driver with, and a partition-driven change of it waiting out the
-    debounce window."""
+    debounce window; in scaling.mode load, the count the load asks for (load_scaling.py)."""
     spec = app.spec
+    if spec.scaling_mode == "load":
+        shuffle = _shuffle_partitions(obs, app, obs.driver.pod.state == "running")
+        load = load_sizing(obs, app, memory, shuffle, now)
+        return _Sizing(Launch(load.executors, settings.default_image) if load.executors else None, load.executors,
+                       load.wait, load.progress, load.events, load.memory, load.scaling)
     running = obs.driver.pod.state in ("pending", "running")
     current = obs.driver.executors if running else None
     # An input topic not found sizes nothing: not created yet, or created so recently that the cached
@@ -162,7 +170,21 @@ def _sizing(obs: Observed, app: StreamApp, settings: Settings, memory: Memory, n
                         f"waiting {window}s for it to hold")
     executors = verdict.executors if desired is not None else (current or (obs.applied and obs.applied.executors))
     return _Sizing(Launch(executors, settings.default_image) if executors else None, desired, verdict.wait,
-                   progress, events, replace(memory, pending_scale=verdict.pending))
+                   progress, events, replace(memory, pending_scale=verdict.pending),
+                   _rule_status(obs, spec, desired, now))
+
+
+def _rule_status(obs: Observed, spec, desired: int | None, now: datetime) -> dict | None:
+    """status.scaling of the partitions and manual modes: the count the rule gives, and the rule."""
+    if desired is None:
+        return None
+    mode = spec.scaling_mode
+    reason = "spec.executors" if mode == "manual" else \
+        f"{obs.kafka.partitions} partitions ÷ {spec.executor.cores} cores per executor, within minExecutors..maxExecutors"
+    before = obs.status.get("scaling") or {}
+    changed = before.get("mode") != mode or before.get("target") != desired
+    return {"mode": mode, "target": desired, "reason": reason,
+            "lastDecisionTime": rfc3339(now) if changed or not before.get("lastDecisionTime") else before["lastDecisionTime"]}
 
 
 def _remedy(change: Change, name: str) -> str:
@@ -174,7 +196,7 @@ def _remedy(change: Change, name: str) -> str:
 
 
 def _status(obs: Observed, app: StreamApp, change: Change, driver: DriverOutcome, desired: int | None,
-            now: datetime, progress: Cond | None, degraded: Cond | None) -> dict:
+            now: datetime, progress: Cond | None, degraded: Cond | None, scaling: dict | None = None) -> dict:
     if change.kind == "incompatible":
         spec_valid = Cond("SpecValid", False, "IncompatibleChange", f"{change.field}: {change.reason}. {_remedy(change, obs.name)}")
     else:
@@ -206,7 +228,7 @@ def _status(obs: Observed, app: StreamApp, change: Change, driver: DriverOutcome
         partitions=obs.kafka.partitions if obs.kafka.partitions is not None else obs.status.get("partitions"),
         lag=obs.progress.lag if running else None,
         restarts=driver.restarts, lastRestart=driver.last_restart, driverPod=driver.driver_pod,
-        state=state, sinks=sinks if running else None,
+        state=state, sinks=sinks if running else None, scaling=scaling or obs.status.get("scaling"),
     )
 
 

@@ -65,7 +65,8 @@ def fold_status(old: dict[str, Any], *, phase: str, message: str, conditions: li
 
 
 KNOWN = ("observedGeneration", "phase", "message", "conditions", "executors", "desiredExecutors", "selector",
-         "partitions", "lag", "restarts", "lastRestart", "lastRestartTime", "driverPod", "state", "sinks")
+         "partitions", "lag", "restarts", "lastRestart", "lastRestartTime", "driverPod", "state", "sinks",
+         "scaling")
 
 
 def status_patch(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:

@@ -18,10 +18,11 @@ POLICY = Policy(target_utilization=0.7, catch_up=timedelta(minutes=5), up_window
 BOUNDS = Bounds(min_executors=1, max_executors=10, cores=2, partitions=16, shuffle_partitions=None)
 
 
-def load(input_rate=1000.0, processed=2000.0, lag=0, trend=None, batch=None, batches=10, name="orders") -> QueryLoad:
+def load(input_rate=1000.0, processed=2000.0, lag=0, trend=None, batch=None, batches=10, name="orders",
+         last=T0) -> QueryLoad:
     # batch time: the share of the 10 s trigger the input keeps the executors busy
     batch = batch if batch is not None else (10 * input_rate / processed if processed else 0.0)
-    return QueryLoad(name, input_rate, processed, batch, lag, trend, batches)
+    return QueryLoad(name, input_rate, processed, batch, lag, trend, batches, last)
 
 
 def signals(*queries: QueryLoad, at: datetime = T0, executors: int | None = None) -> Signals:
@@ -55,6 +56,13 @@ def watched(executors: int) -> LoadHistory:
          "no fresh metrics (last read 120s ago): keeping 2 executors"),
         ("driver does not answer", Signals((), None), BOUNDS, 2, None, 2, None,
          "no fresh metrics (the driver does not answer)"),
+        ("stuck query", signals(load(input_rate=4000, lag=5000, last=T0 - timedelta(minutes=5))), BOUNDS, 2, None,
+         2, None, "no batch for 5m with a lag of 5.0 k records (not a matter of executors): keeping 2"),
+        # no new batch for minutes and nothing behind: the last rates are history
+        ("quiet input", signals(load(input_rate=4000, lag=0, last=T0 - timedelta(minutes=5))), BOUNDS, 2, None, 2,
+         "minExecutors", "no input and no lag"),
+        ("bounds lowered while the driver is silent", Signals((), None), replace(BOUNDS, max_executors=1), 2, None,
+         1, None, "keeping 1 executors (capped at maxExecutors 1)"),
         ("warm-up after a restart", signals(load(input_rate=8000, batches=WARM_UP_BATCHES - 1)), BOUNDS, 2, None, 2,
          None, f"warming up after the driver started ({WARM_UP_BATCHES - 1} of {WARM_UP_BATCHES} batches)"),
     ],
@@ -105,7 +113,7 @@ def simulate(arrivals, seconds: int, current: int = 2, per_executor: float = 100
         read = min(arrivals(second) + lag / step, capacity)
         behind = max(0, round(lag + (arrivals(second) - read) * step))
         q = load(input_rate=read, processed=capacity, lag=behind, trend=(behind - lag) / step,
-                 batch=10 * read / capacity)
+                 batch=10 * read / capacity, last=now)
         lag = behind
         decision = decide(Signals((q,), now), bounds, POLICY, current, last_change, history, now)
         history = decision.history
