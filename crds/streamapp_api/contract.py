@@ -63,7 +63,7 @@ METRIC_SHUFFLE_PARTITIONS = "streamapp_shuffle_partitions"
 METRIC_INPUT_RATE = "streamapp_input_rows_per_second"
 METRIC_PROCESSED_RATE = "streamapp_processed_rows_per_second"
 METRIC_BATCH_DURATION = "streamapp_batch_duration_seconds"
-METRIC_BATCHES = "streamapp_batches"  # a counter: batches since the driver started (warm-up)
+METRIC_BATCHES = "streamapp_query_batches"  # a counter: batches since the driver started (warm-up)
 METRIC_EXECUTORS = "streamapp_executors"  # executors registered with the driver
 # Counters per query (the family names; their samples end in _total), since the driver started.
 METRIC_KAFKA_TRANSACTIONS = "streamapp_kafka_transactions"
