@@ -145,7 +145,7 @@ class Scaling(ApiModel):
     # defaults of LOAD_DEFAULTS (and stay out of the manifests of apps that do not use them).
     target_utilization: Annotated[float | None, IGNORE] = Field(
         default=None,
-        gt=0,
+        ge=0.1,  # not gt=0: the CRD schema's exclusiveMinimum is a boolean, pydantic writes a number
         le=1,
         description="load: the share of its time the app should spend processing (batch time ÷ trigger "
         "interval, or input rate ÷ processing rate); the rest is headroom for bursts. Default: 0.7.",

@@ -97,6 +97,13 @@ def test_cross_field_rules_are_cel(path, rule_fragment):
     assert any(rule_fragment in r for r in rules), rules
 
 
+def test_no_bound_is_exclusive():
+    # pydantic writes gt/lt as numbers (JSON Schema 2020-12); Kubernetes' OpenAPI v3 wants booleans and
+    # refuses the CRD (seen with scaling.targetUtilization)
+    for path, node in _walk(_schema()):
+        assert "exclusiveMinimum" not in node and "exclusiveMaximum" not in node, path
+
+
 def test_defaults_reach_the_schema():
     nodes = dict(_walk(_schema()))
     assert nodes["openAPIV3Schema.spec.sources[].format"]["default"] == "json"
