@@ -84,6 +84,18 @@ def shuffle_partitions_to_grow_into(max_executors: int | None, executor_cores: i
     checkpoint). None without maxExecutors."""
     return max_executors * executor_cores if max_executors else None
 
+# --- why a driver ended: its termination message ----------------------------------------------------
+# On a fatal error the runtime writes "<reason>: <exception type>: <message>" and the first lines of
+# the Spark or Python error to this file (the path from ENV_TERMINATION_LOG, which only the driver pod
+# sets: a local run writes nothing); the kubelet keeps it in the pod's status, and the operator copies
+# it into status.lastRestart.message and an event.
+ENV_TERMINATION_LOG = "STREAMAPP_TERMINATION_LOG"
+TERMINATION_LOG = "/dev/termination-log"
+TERMINATION_MESSAGE_LIMIT = 4096  # bytes: the kubelet keeps no more of it
+# The reasons the runtime names (the first word of its message): an error of the pipeline itself (an
+# expression, a sink's table) and Kafka unreachable for good.
+TERMINATION_REASONS = ("PipelineError", "KafkaUnreachable")
+
 # --- the checkpoint -------------------------------------------------------------------------------
 CHECKPOINT_MOUNT = "/var/lib/streamapp/checkpoint"
 DLQ_QUERY_PREFIX = "dlq-"

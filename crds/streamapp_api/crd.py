@@ -117,11 +117,16 @@ def openapi_schema() -> dict[str, Any]:
 
 PRINTER_COLUMNS = [
     {"name": "Phase", "type": "string", "jsonPath": ".status.phase", "description": "Lifecycle phase."},
+    {"name": "Reason", "type": "string", "jsonPath": ".status.reason",
+     "description": "What keeps the app from running as its spec says (a refused change, an image that cannot "
+     "be pulled, ...); empty while all is well."},
     {"name": "Executors", "type": "integer", "jsonPath": ".status.executors", "description": "Executors running."},
     {"name": "Partitions", "type": "integer", "jsonPath": ".status.partitions", "description": "Input partitions."},
     {"name": "Lag", "type": "integer", "jsonPath": ".status.lag", "description": "Records not yet processed."},
     {"name": "Restarts", "type": "integer", "jsonPath": ".status.restarts", "description": "Driver restarts."},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    {"name": "Message", "type": "string", "jsonPath": ".status.message", "priority": 1,
+     "description": "Why the app is in this phase, and what to do (kubectl get -o wide)."},
 ]
 
 

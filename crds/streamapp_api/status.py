@@ -67,6 +67,9 @@ class LastRestart(ApiModel):
         "SpecChange (a planned, graceful restart, not counted).",
     )
     exit_code: int | None = Field(default=None, description="Exit code of the old driver container, when known.")
+    message: str | None = Field(
+        default=None, max_length=4096, description="The failed driver's last words: the error the runtime wrote "
+        "(its termination message), else the last lines of its log.")
 
 
 class ScalingStatus(ApiModel):
@@ -97,6 +100,10 @@ class StreamAppStatus(ApiModel):
         "or a restart waits out its backoff. Suspended: spec.suspend is true. Failed: maxRestarts reached. "
         "Invalid: the spec was refused (see the SpecValid condition).",
     )
+    reason: str | None = Field(
+        default=None, max_length=63, description="What keeps the app from running as its spec says, in one word "
+        "(e.g. ImagePullFailed, ClaimPending, Unschedulable, OOMKilled, PipelineError, SecretMissing, "
+        "IncompatibleChange); unset while it runs or starts as expected. See docs/operator.md.")
     message: str | None = Field(default=None, max_length=32768, description="Why the app is in this phase.")
     executors: int | None = Field(default=None, ge=0, description="Executors running (scale subresource status).")
     desired_executors: int | None = Field(

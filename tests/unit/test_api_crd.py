@@ -49,7 +49,11 @@ def test_names_scope_and_subresources():
         "labelSelectorPath": ".status.selector",
     }
     columns = [c["name"] for c in version["additionalPrinterColumns"]]
-    assert columns == ["Phase", "Executors", "Partitions", "Lag", "Restarts", "Age"]
+    assert columns == ["Phase", "Reason", "Executors", "Partitions", "Lag", "Restarts", "Age", "Message"]
+    # why an app is not running (or runs an older spec than applied) shows in `kubectl get`; the
+    # whole message in `kubectl get -o wide`
+    wide = {c["name"]: c.get("priority", 0) for c in version["additionalPrinterColumns"]}
+    assert wide["Reason"] == 0 and wide["Message"] == 1
 
 
 def test_schema_is_structural():

@@ -14,11 +14,17 @@ from streamapp_api import StreamApp
 from .. import names
 from ..render import Launch, render_driver_pod
 from .changes import Change
+from .diagnosis import Diagnosis, executors_not_running, failed_driver, pending_driver, secrets_missing
 from .restarts import FAILURE_CAUSES, RestartDecision, RestartHistory, restart_decision
 from .status import Cond, parse_time, rfc3339
 from .world import DriverAction, Event, Observed, Settings
 
+MESSAGE_LIMIT = 4096  # characters of a failed driver's last words kept in status.lastRestart.message
 SUSPENDED = Cond("Ready", False, "Suspended", "spec.suspend is true")
+# How often to look again while the app is not running for a reason the operator is not told of by a
+# driver pod event (a claim that binds, a Secret created, executors scheduled): within 30 s of a cause
+# appearing or going, whatever the resync period.
+NOT_RUNNING_LOOK = timedelta(seconds=10)
 
 
 @dataclass(frozen=True)
@@ -112,11 +118,29 @@ def _keep_running(inputs: DriverInputs) -> DriverOutcome:
     ready = Cond("Ready", healthy,
                  "DriverReady" if healthy else ("DriverNotReady" if running else "DriverPending"),
                  "" if healthy else ("queries not healthy yet (/healthz)" if running else "driver pod not running yet"))
+    why = None if running else pending_driver(inputs.app, obs.driver.pod, obs.claim, _image(inputs))
+    if why is not None:
+        ready = Cond("Ready", False, why.reason, why.message)
+    executors = executors_not_running(obs.executor_pods) if running else None
     # A change with no effect on the running driver still goes into its ConfigMap, so the record of
     # what it runs stays current.
     rewrite = inputs.change.kind == "ignore" and inputs.config and obs.applied and inputs.config_stale
     return _as_recorded(inputs, phase, ready, driver_pod=names.driver_pod(obs.name),
-                        config_write=inputs.config if rewrite else None)
+                        config_write=inputs.config if rewrite else None,
+                        degraded=Cond("Degraded", True, executors.reason, executors.message) if executors else None,
+                        events=_told(inputs, why or executors),
+                        requeue=None if healthy and executors is None else NOT_RUNNING_LOOK)
+
+
+def _image(inputs: DriverInputs) -> str:
+    return inputs.app.spec.image or inputs.settings.default_image
+
+
+def _told(inputs: DriverInputs, why: Diagnosis | None) -> tuple[Event, ...]:
+    """A Warning event for a cause not reported yet: one per new reason, not one per reconcile."""
+    if why is None or inputs.obs.status.get("reason") == why.reason:
+        return ()
+    return (Event("Warning", why.reason, why.message),)
 
 
 def _replacement(inputs: DriverInputs) -> tuple[str, str] | None:
@@ -138,6 +162,11 @@ def _wait(inputs: DriverInputs, decision: RestartDecision) -> DriverOutcome:
         return _as_recorded(inputs, "Suspended", SUSPENDED)
     ready = Cond("Ready", False, "Terminating" if terminating else "Backoff", decision.reason)
     backoff = f"restart {inputs.history.restarts} after backoff: {obs.status.get('message', '')}"
+    if obs.driver.pod.state in ("failed", "succeeded"):  # the failed driver, kept during the backoff
+        why = failed_driver(inputs.app, obs.driver.pod, inputs.history.restarts)
+        ready = Cond("Ready", False, why.reason, f"{why.message}; restart {inputs.history.restarts} in "
+                                                 f"{int(decision.delay.total_seconds())}s")
+        backoff = ready.message
     degraded = None if terminating else Cond("Degraded", True, "Restarting", backoff)
     return _as_recorded(inputs, "Suspended" if suspend else "Restarting", ready,
                         requeue=decision.delay or inputs.settings.terminating_poll, degraded=degraded)
@@ -145,14 +174,21 @@ def _wait(inputs: DriverInputs, decision: RestartDecision) -> DriverOutcome:
 
 def _record_failure(inputs: DriverInputs, decision: RestartDecision) -> DriverOutcome:
     """The driver failed, exited or vanished: count a restart, record it, then clear the dead pod away."""
+    pod = inputs.obs.driver.pod
     restarts = inputs.history.restarts + 1
     last_restart = {"time": rfc3339(inputs.now), "reason": decision.cause}
     if decision.exit_code is not None:
         last_restart["exitCode"] = decision.exit_code
-    why = f"{decision.reason}; restart {restarts} in {int(decision.delay.total_seconds())}s"
+    reason, why = "DriverFailed", decision.reason
+    if pod.state != "absent":
+        found = failed_driver(inputs.app, pod, restarts)
+        reason, why = found.reason, found.message
+        if pod.message:  # the driver's last words (the runtime's, else its log's tail)
+            last_restart["message"] = pod.message.strip()[-MESSAGE_LIMIT:]
+    why = f"{why}; restart {restarts} in {int(decision.delay.total_seconds())}s"
+    # The failed pod stays until the replacement is due (restarts.restart_decision): its log can be read.
     return _as_recorded(
-        inputs, "Restarting", Cond("Ready", False, "DriverFailed", why),
-        action="delete_now" if inputs.obs.driver.pod.state != "absent" else None, status_first=True,
+        inputs, "Restarting", Cond("Ready", False, reason, why), status_first=True,
         restarts=restarts, last_restart=last_restart, driver_pod=None, restarted=True, requeue=decision.delay,
         degraded=Cond("Degraded", True, "DriverFailed", why), events=(Event("Warning", "DriverFailed", why),))
 
@@ -166,6 +202,9 @@ def _clear(inputs: DriverInputs, decision: RestartDecision) -> DriverOutcome:
 def _give_up(inputs: DriverInputs, decision: RestartDecision) -> DriverOutcome:
     """restartPolicy.maxRestarts reached: phase Failed until the spec changes (a dead pod stays for inspection)."""
     first_time = inputs.obs.status.get("phase") != "Failed"
+    pod = inputs.obs.driver.pod
+    if pod.state in ("failed", "succeeded"):
+        decision = replace(decision, reason=f"{failed_driver(inputs.app, pod, 0).message}; {decision.reason}")
     return _as_recorded(inputs, "Failed", Cond("Ready", False, "MaxRestartsReached", decision.reason),
                         driver_pod=None, degraded=Cond("Degraded", True, "MaxRestartsReached", decision.reason),
                         events=(Event("Warning", "GaveUp", decision.reason),) if first_time else ())
@@ -181,6 +220,10 @@ def _create(inputs: DriverInputs, decision: RestartDecision) -> DriverOutcome:
         why = (f"topics not found: {', '.join(missing)}; the first driver is sized from their partitions" if missing
                else "partition counts needed to size the first driver")
         return _as_recorded(inputs, "Pending", Cond("Ready", False, "WaitingForKafka", why), requeue=inputs.kafka_retry)
+    missing = secrets_missing(obs.namespace, obs.missing_secrets)
+    if missing is not None:  # a driver without them could not even start its container
+        return _as_recorded(inputs, "Pending", Cond("Ready", False, missing.reason, missing.message),
+                            requeue=NOT_RUNNING_LOOK, events=_told(inputs, missing))
     driver_pod = names.driver_pod(obs.name)
     return _as_recorded(
         inputs, "Starting", Cond("Ready", False, "DriverCreated", "driver pod created"),

@@ -90,7 +90,7 @@ def _invalid(obs: Observed, memory: Memory, now: datetime) -> Plan:
     conds = [Cond("SpecValid", False, "Invalid", message), Cond("Ready", False, "Invalid", f"{where} is invalid"),
              Cond("Progressing", False, "Invalid"), Cond("Degraded", False, "AsExpected")]
     status = fold_status(obs.status, phase="Invalid", message=f"{where}: {first.message if first else message}",
-                         conditions=conds, now=now, generation=obs.generation,
+                         conditions=conds, now=now, generation=obs.generation, reason="Invalid",
                          restarts=obs.status.get("restarts"), lastRestart=obs.status.get("lastRestart"),
                          desiredExecutors=obs.status.get("desiredExecutors"), driverPod=obs.status.get("driverPod"),
                          scaling=obs.status.get("scaling"))
@@ -212,6 +212,7 @@ def _status(obs: Observed, app: StreamApp, change: Change, driver: DriverOutcome
         message = degraded.message
     elif phase == "Running":
         message = f"driver running with {obs.driver.executors} executors"
+    reason = _reason(spec_valid, ready, degraded)
     state = {"claimName": names.checkpoint_claim(obs.name)}
     if app.spec.state.reset_nonce:
         state["resetNonce"] = app.spec.state.reset_nonce
@@ -221,7 +222,7 @@ def _status(obs: Observed, app: StreamApp, change: Change, driver: DriverOutcome
     sinks = _sinks(obs.progress)
     return fold_status(
         obs.status, phase=phase, message=message[:1000], now=now, generation=obs.generation,
-        conditions=[ready, progress, degraded, spec_valid],
+        conditions=[ready, progress, degraded, spec_valid], reason=reason,
         executors=(obs.driver.executors or 0) if running else 0,
         desiredExecutors=desired if desired is not None else obs.status.get("desiredExecutors"),
         selector=names.executor_selector(obs.name),
@@ -230,6 +231,21 @@ def _status(obs: Observed, app: StreamApp, change: Change, driver: DriverOutcome
         restarts=driver.restarts, lastRestart=driver.last_restart, driverPod=driver.driver_pod,
         state=state, sinks=sinks if running else None, scaling=scaling or obs.status.get("scaling"),
     )
+
+
+# Ready reasons of an app on its way up as expected: nothing for `kubectl get` to point at.
+_ON_ITS_WAY = ("DriverReady", "DriverCreated", "DriverPending", "DriverNotReady", "Suspended", "Terminating")
+
+
+def _reason(spec_valid: Cond, ready: Cond, degraded: Cond) -> str | None:
+    """status.reason, the REASON column of `kubectl get sapp`: what keeps the app from running as its
+    spec says, in one word (a refused change first: the driver runs, but not what was applied)."""
+    if not spec_valid.status:
+        return spec_valid.reason
+    if degraded.status:
+        # a failed driver: why it failed (Ready's reason) says more than that it did
+        return ready.reason if degraded.reason in ("DriverFailed", "Restarting") else degraded.reason
+    return None if ready.status or ready.reason in _ON_ITS_WAY else ready.reason
 
 
 def _shuffle_partitions(obs: Observed, app: StreamApp, running: bool) -> int | None:

@@ -29,6 +29,12 @@ class PodObservation:
     reason: str | None = None
     running_since: datetime | None = None
     ready: bool = False  # the pod's Ready condition: the runtime's /healthz answers 200
+    # Why a pod is not running or why it ended, as the kubelet and the scheduler tell it: the driver
+    # container's waiting reason (ErrImagePull, CreateContainerConfigError, ...), the scheduler's message
+    # when the pod cannot be placed, and the waiting or termination message (a failed driver's last words).
+    waiting: str | None = None
+    unschedulable: str | None = None
+    message: str | None = None
 
 
 @dataclass(frozen=True)
@@ -39,8 +45,9 @@ class RestartHistory:
     gave_up: bool = False
 
 
-# keep: leave the driver; wait: look again later; create: start a driver; record_failure: count a
-# restart, then clear the dead pod; clear: delete a dead pod already counted; give_up: phase Failed.
+# keep: leave the driver; wait: look again later (a dead pod already counted stays for inspection
+# during the backoff); create: start a driver; record_failure: count a restart (the dead pod stays);
+# clear: delete a dead pod already counted, once the backoff has passed; give_up: phase Failed.
 Action = Literal["keep", "wait", "create", "record_failure", "clear", "give_up", "reset_count"]
 
 
@@ -81,7 +88,11 @@ def restart_decision(pod: PodObservation, history: RestartHistory, policy: Resta
         if history.gave_up:  # the dead pod stays for inspection
             return RestartDecision("give_up", _gave_up(why, history), exit_code=pod.exit_code,
                                    cause=failure_cause(pod))
-        if not history.driver_expected:  # already counted: just clear the dead pod away
+        if not history.driver_expected:  # already counted: kept for inspection until the replacement is due
+            ready_at = _ready_at(history, policy)
+            if ready_at is not None and now < ready_at:
+                return RestartDecision("wait", "restart backoff; the failed driver pod is kept until then",
+                                       ready_at - now, exit_code=pod.exit_code)
             return RestartDecision("clear", why, exit_code=pod.exit_code)
         return _count(history, policy, why, pod)
     if pod.state in ("pending", "running"):
@@ -94,11 +105,17 @@ def restart_decision(pod: PodObservation, history: RestartHistory, policy: Resta
         return RestartDecision("give_up", _gave_up("driver gone", history), cause="DriverDeleted")
     if history.driver_expected:
         return _count(history, policy, "driver pod disappeared", pod)
-    if history.restarts and history.last_restart is not None:
-        ready_at = history.last_restart + backoff(history.restarts, policy)
-        if now < ready_at:
-            return RestartDecision("wait", "restart backoff", ready_at - now)
+    ready_at = _ready_at(history, policy)
+    if ready_at is not None and now < ready_at:
+        return RestartDecision("wait", "restart backoff", ready_at - now)
     return RestartDecision("create", "no driver")
+
+
+def _ready_at(history: RestartHistory, policy: RestartPolicy) -> datetime | None:
+    """When the next driver is due after the last counted failure (None: no failure to wait out)."""
+    if history.restarts and history.last_restart is not None:
+        return history.last_restart + backoff(history.restarts, policy)
+    return None
 
 
 def _count(history: RestartHistory, policy: RestartPolicy, why: str, pod: PodObservation) -> RestartDecision:

@@ -64,8 +64,8 @@ def fold_status(old: dict[str, Any], *, phase: str, message: str, conditions: li
     return status
 
 
-KNOWN = ("observedGeneration", "phase", "message", "conditions", "executors", "desiredExecutors", "selector",
-         "partitions", "lag", "restarts", "lastRestart", "lastRestartTime", "driverPod", "state", "sinks",
+KNOWN = ("observedGeneration", "phase", "reason", "message", "conditions", "executors", "desiredExecutors",
+         "selector", "partitions", "lag", "restarts", "lastRestart", "lastRestartTime", "driverPod", "state", "sinks",
          "scaling")
 
 

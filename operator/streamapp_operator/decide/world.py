@@ -65,6 +65,34 @@ class Progress:
 
 
 @dataclass(frozen=True)
+class Claim:
+    """The checkpoint claim as read while no driver runs: its phase and what was said about it."""
+
+    phase: str | None = None  # Pending, Bound, Lost
+    storage_class: str | None = None
+    access_modes: tuple[str, ...] = ()
+    events: tuple[str, ...] = ()  # "Reason: message" of the claim's events, newest first
+
+
+@dataclass(frozen=True)
+class ExecutorPods:
+    """The executor pods of a running driver that are not running: how many, and why the first one."""
+
+    pending: int = 0
+    failed: int = 0
+    why: str | None = None  # e.g. "Unschedulable: 0/3 nodes are available: 3 Insufficient memory."
+
+
+@dataclass(frozen=True)
+class MissingSecret:
+    """A Secret (or a key of one) the spec names that is not there."""
+
+    name: str
+    key: str | None  # the key that is missing; None: the whole Secret is
+    field: str  # where the spec names it, e.g. spec.sinks[1].postgres.secretRef
+
+
+@dataclass(frozen=True)
 class Observed:
     name: str
     namespace: str
@@ -78,6 +106,11 @@ class Observed:
     driver: Driver = field(default_factory=lambda: Driver(PodObservation("absent")))
     kafka: Kafka = field(default_factory=Kafka)
     progress: Progress = field(default_factory=Progress)
+    # Read only while the app is not running (what may keep it from running): the claim, the Secrets
+    # the spec names, and the executors of a driver that is not healthy yet.
+    claim: Claim | None = None
+    missing_secrets: tuple[MissingSecret, ...] = ()
+    executor_pods: ExecutorPods = field(default_factory=ExecutorPods)
 
 
 @dataclass(frozen=True)

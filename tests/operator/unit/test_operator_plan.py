@@ -78,14 +78,27 @@ def test_a_converged_app_needs_nothing_and_its_status_is_stable():
     assert second.status == first.status
 
 
-def test_failed_driver_is_counted_recorded_first_and_cleared():
-    obs = replace(world(pod="failed"), driver=Driver(PodObservation("failed", exit_code=137, reason="Error"), 2))
+def test_failed_driver_is_counted_recorded_first_kept_during_the_backoff_then_cleared():
+    dead = Driver(PodObservation("failed", exit_code=1, reason="Error",
+                                 message="PipelineError: AnalysisException: [UNRESOLVED_COLUMN] `usr` cannot be "
+                                         "resolved\nat Filter ..."), 2)
+    obs = replace(world(pod="failed"), driver=dead)
     p = plan(obs, SETTINGS, Memory(), T0)
-    assert p.status_first and p.driver == "delete_now" and p.restarted
+    assert p.status_first and p.driver is None and p.restarted  # the failed pod stays, to be read
     assert p.status["restarts"] == 1 and p.status["phase"] == "Restarting" and "driverPod" not in p.status
-    assert p.status["lastRestart"] == {"time": "2026-01-01T00:00:00Z", "reason": "DriverFailed", "exitCode": 137}
+    assert p.status["lastRestart"] == {"time": "2026-01-01T00:00:00Z", "reason": "DriverFailed", "exitCode": 1,
+                                       "message": dead.pod.message}
     assert p.requeue == timedelta(seconds=10)
     assert cond(p.status, "Degraded") == ("True", "DriverFailed")
+    assert cond(p.status, "Ready") == ("False", "PipelineError") and p.status["reason"] == "PipelineError"
+    assert "`usr` cannot be resolved" in p.status["message"]
+    assert [(e.reason, "`usr`" in e.message) for e in p.events] == [("DriverFailed", True)]
+    # during the backoff the dead pod is kept and still explains itself; then it is cleared
+    during = plan(replace(obs, status=p.status), SETTINGS, Memory(), T0 + timedelta(seconds=4))
+    assert during.driver is None and during.requeue == timedelta(seconds=6) and not during.events
+    assert during.status["reason"] == "PipelineError" and "`usr`" in during.status["message"]
+    due = plan(replace(obs, status=during.status), SETTINGS, Memory(), T0 + timedelta(seconds=10))
+    assert due.driver == "delete_now" and not due.restarted
 
 
 @pytest.mark.parametrize("pod, last_restart", [

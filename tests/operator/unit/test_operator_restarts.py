@@ -46,8 +46,11 @@ EXPECTED = RestartHistory(driver_expected=True)
     (PodObservation("succeeded", exit_code=0), EXPECTED, POLICY, T0, "record_failure", 10 * S),
     # a deleted or lost driver is a failure too
     (ABSENT, EXPECTED, POLICY, T0, "record_failure", 10 * S),
-    # already counted (status says no driver expected): clear the dead pod, no second count
-    (FAILED, RestartHistory(1, T0, False), POLICY, T0, "clear", None),
+    # already counted (status says no driver expected): the dead pod is kept for inspection during
+    # the backoff, then cleared; never a second count
+    (FAILED, RestartHistory(1, T0, False), POLICY, T0 + 3 * S, "wait", 7 * S),
+    (FAILED, RestartHistory(1, T0, False), POLICY, T0 + 10 * S, "clear", None),
+    (FAILED, RestartHistory(1, None, False), POLICY, T0, "clear", None),
     # waiting out the backoff, then create
     (ABSENT, RestartHistory(1, T0, False), POLICY, T0 + 4 * S, "wait", 6 * S),
     (ABSENT, RestartHistory(2, T0, False), POLICY, T0 + 19 * S, "wait", 1 * S),
@@ -83,7 +86,8 @@ def test_failure_reason_names_the_exit_code():
     (ABSENT, RestartHistory(3, T0, True), "give_up", "DriverDeleted", None),
     # nothing restarted: no cause for status.lastRestart
     (RUNNING, EXPECTED, "keep", None, None),
-    (FAILED, RestartHistory(1, T0, False), "clear", None, 137),
+    (FAILED, RestartHistory(1, T0, False), "wait", None, 137),
+    (FAILED, RestartHistory(1, None, False), "clear", None, 137),
     (ABSENT, RestartHistory(), "create", None, None),
 ])
 def test_restart_decision_names_the_cause_for_last_restart(pod, history, action, cause, exit_code):

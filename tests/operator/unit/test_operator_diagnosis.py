@@ -1,0 +1,164 @@
+"""Why an app is not running: from what the kubelet, the scheduler, the volume controller and the
+runtime say to one reason and a message naming the cause and what to do (a table), and how that
+reaches status and events (through plan)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timezone
+
+import pytest
+
+from streamapp_operator.decide.diagnosis import (executors_not_running, failed_driver, pending_driver,
+                                                 referenced_secrets, secrets_missing)
+from streamapp_operator.decide.plan import plan
+from streamapp_operator.decide.restarts import PodObservation
+from streamapp_operator.decide.world import Claim, Driver, ExecutorPods, Memory, MissingSecret
+
+from operator_apps import app as make_app
+from test_operator_plan import SETTINGS, cond, world
+
+pytestmark = pytest.mark.unit
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+APP = make_app(driver={"memory": "2g"})
+IMAGE = "registry.example/streamapp/runtime:0.1.0"
+PENDING = PodObservation("pending")
+UNBOUND = "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims. preemption: 0/3 nodes are available"
+
+
+def claim(event: str, cls: str | None = "fast", modes=("ReadWriteMany",)) -> Claim:
+    return Claim("Pending", cls, modes, (event,))
+
+
+@pytest.mark.parametrize("pod, found, reason, says", [
+    # the claim never binds: its own events say why, whatever the scheduler adds
+    (replace(PENDING, unschedulable=UNBOUND),
+     claim('ProvisioningFailed: storageclass.storage.k8s.io "fast" not found'),
+     "ClaimPending", ['storage class "fast" does not exist', "spec.state.checkpoint.storageClassName"]),
+    (replace(PENDING, unschedulable=UNBOUND),
+     claim("FailedBinding: no persistent volumes available for this claim and no storage class is set", cls=None),
+     "ClaimPending", ["no storage class is set", "create a PersistentVolume"]),
+    (replace(PENDING, unschedulable=UNBOUND),
+     claim("ExternalProvisioning: waiting for a volume to be created, either by external provisioner "
+           '"ebs.csi.aws.com" or manually created by system administrator', cls="gp3"),
+     "ClaimPending", ["storage class gp3", "ReadWriteMany", "spec.state.checkpoint.accessModes"]),
+    (replace(PENDING, unschedulable=UNBOUND),
+     claim("ProvisioningFailed: failed to provision volume: rpc error: access mode ReadWriteMany is not supported",
+           cls="standard"),
+     "ClaimPending", ["does not offer ReadWriteMany", "spec.state.checkpoint.accessModes"]),
+    # waiting for its first consumer is normal: not a cause by itself
+    (PENDING, claim("WaitForFirstConsumer: waiting for first consumer to be created before binding"), None, []),
+    # the scheduler: too big for any node, or tainted nodes
+    (replace(PENDING, unschedulable="0/3 nodes are available: 3 Insufficient memory. preemption: 0/3 nodes are "
+                                    "available: 3 No preemption victims found for incoming pod."),
+     None, "Unschedulable", ["3 Insufficient memory", "2432Mi", "spec.driver.memory 2g"]),
+    (replace(PENDING, unschedulable="0/3 nodes are available: 3 Insufficient cpu."),
+     None, "Unschedulable", ["Insufficient cpu", "spec.driver.cores"]),
+    (replace(PENDING, unschedulable="0/1 nodes are available: 1 node(s) had untolerated taint "
+                                    "{dedicated: gpu}."),
+     None, "Unschedulable", ["untolerated taint {dedicated: gpu}", "taints the driver does not tolerate"]),
+    # the kubelet: the image, a Secret the container needs
+    (replace(PENDING, waiting="ImagePullBackOff", message='Back-off pulling image "registry.example/streamapp/'
+                                                          'runtime:0.1.0"'),
+     None, "ImagePullFailed", [f"image {IMAGE} cannot be pulled", "ImagePullBackOff", "spec.image"]),
+    (replace(PENDING, waiting="ErrImageNeverPull", message="Container image is not present with pull policy of Never"),
+     None, "ImagePullFailed", ["ErrImageNeverPull", "not present", "spec.imagePullPolicy"]),
+    (replace(PENDING, waiting="CreateContainerConfigError", message='secret "kafka-auth" not found'),
+     None, "SecretMissing", ['secret "kafka-auth" not found']),
+    (replace(PENDING, waiting="CreateContainerConfigError", message="couldn't find key uri in Secret shop/pg"),
+     None, "SecretMissing", ["couldn't find key uri in Secret shop/pg"]),
+    (replace(PENDING, waiting="CrashLoopBackOff", message="back-off 40s restarting failed container"),
+     None, "CrashLoop", ["back-off 40s"]),
+    # being created, nothing wrong known
+    (replace(PENDING, waiting="ContainerCreating"), None, None, []),
+    (PENDING, None, None, []),
+])
+def test_a_pending_driver_says_why(pod, found, reason, says):
+    why = pending_driver(APP, pod, found, IMAGE)
+    assert (why and why.reason) == reason
+    for text in says:
+        assert text in why.message, why.message
+
+
+@pytest.mark.parametrize("pod, restarts, reason, says", [
+    (PodObservation("failed", 137, "OOMKilled"), 1, "OOMKilled",
+     ["out of memory at its 2432Mi limit", "raise spec.driver.memory (now 2g)"]),
+    (PodObservation("failed", 1, "Error", message="PipelineError: AnalysisException: [UNRESOLVED_COLUMN."
+                    "WITH_SUGGESTION] A column with name `usr` cannot be resolved. Did you mean `user`?\n"
+                    "'Filter ('usr = alice)\n+- Project\n+- more\n+- and more"), 1,
+     "PipelineError", ["`usr` cannot be resolved", "'Filter ('usr = alice)"]),
+    (PodObservation("failed", 1, "Error", message="KafkaUnreachable: KafkaException: broker down for 10m"), 1,
+     "KafkaUnreachable", ["broker down for 10m"]),
+    # no termination message: FallbackToLogsOnError gave the log's tail
+    (PodObservation("failed", 1, "Error", message="Traceback (most recent call last):\nImportError: no module x"), 1,
+     "DriverFailed", ["Traceback", "ImportError: no module x"]),
+    (PodObservation("failed", 137, "Error"), 1, "DriverFailed", ["exit code 137", "Error"]),
+    # failing again and again: a crash loop, still saying what the last failure was
+    (PodObservation("failed", 1, "Error", message="PipelineError: ValueError: table clicks missing"), 3,
+     "CrashLoop", ["table clicks missing", "PipelineError, 3 times in a row"]),
+])
+def test_a_failed_driver_says_why(pod, restarts, reason, says):
+    why = failed_driver(APP, pod, restarts)
+    assert why.reason == reason
+    for text in says:
+        assert text in why.message, why.message
+
+
+def test_missing_secrets_and_keys_are_named_with_the_field_that_names_them():
+    app = make_app(kafka={"bootstrapServers": "kafka:9092", "secretRef": {"name": "kafka-auth"}})
+    assert referenced_secrets(app) == [("kafka-auth", None, "spec.kafka.secretRef")]
+    why = secrets_missing("shop", (MissingSecret("pg", "uri", "spec.sinks[1].postgres.secretRef"),
+                                   MissingSecret("kafka-auth", None, "spec.kafka.secretRef")))
+    assert why.reason == "SecretMissing"
+    assert 'Secret "pg" has no key "uri" (spec.sinks[1].postgres.secretRef)' in why.message
+    assert 'Secret "kafka-auth" not found (spec.kafka.secretRef)' in why.message
+    assert "kubectl -n shop create secret generic pg --from-literal=uri=" in why.message
+    assert secrets_missing("shop", ()) is None
+
+
+def test_executors_not_running_are_counted_with_the_first_reason():
+    why = executors_not_running(ExecutorPods(pending=2, why="Unschedulable: 0/3 nodes are available: 3 Insufficient cpu."))
+    assert why.reason == "ExecutorsNotRunning" and "2 pending" in why.message and "Insufficient cpu" in why.message
+    assert executors_not_running(ExecutorPods()) is None
+
+
+def test_a_missing_secret_holds_the_first_driver_back_and_is_told_once():
+    obs = replace(world(pod="absent", children=False),
+                  missing_secrets=(MissingSecret("pg", None, "spec.sinks[0].postgres.secretRef"),))
+    first = plan(obs, SETTINGS, Memory(), T0)
+    assert first.driver is None and first.status["phase"] == "Pending"
+    assert first.status["reason"] == "SecretMissing" and 'Secret "pg" not found' in first.status["message"]
+    assert cond(first.status, "Ready") == ("False", "SecretMissing")
+    assert [e.reason for e in first.events] == ["SecretMissing"]
+    assert first.requeue is not None and first.requeue.total_seconds() <= 10  # looked at again soon
+    again = plan(replace(obs, status=first.status), SETTINGS, Memory(), T0)
+    assert not again.events and again.status == first.status  # one event per new reason
+    there = plan(replace(obs, status=first.status, missing_secrets=()), SETTINGS, Memory(), T0)
+    assert there.driver == "create" and "reason" not in there.status
+
+
+def test_a_pending_driver_reason_reaches_condition_message_reason_and_one_event():
+    pulling = PodObservation("pending", waiting="ErrImagePull", message="not found")
+    obs = replace(world(pod="pending"), driver=Driver(pulling, 2))
+    first = plan(obs, SETTINGS, Memory(), T0)
+    assert first.status["phase"] == "Starting" and first.status["reason"] == "ImagePullFailed"
+    assert cond(first.status, "Ready") == ("False", "ImagePullFailed")
+    assert "image runtime:1 cannot be pulled (ErrImagePull: not found)" in first.status["message"]
+    assert [e.reason for e in first.events] == ["ImagePullFailed"]
+    assert first.requeue is not None and first.requeue.total_seconds() <= 10
+    backoff = replace(obs, status=first.status, driver=Driver(replace(pulling, waiting="ImagePullBackOff"), 2))
+    assert not plan(backoff, SETTINGS, Memory(), T0).events  # same reason: no second event
+
+
+def test_running_driver_with_executors_not_running_is_degraded():
+    obs = replace(world(), executor_pods=ExecutorPods(pending=1, why="Unschedulable: 0/3 nodes: Insufficient memory"))
+    p = plan(obs, SETTINGS, Memory(), T0)
+    assert cond(p.status, "Degraded") == ("True", "ExecutorsNotRunning") and p.status["reason"] == "ExecutorsNotRunning"
+    assert p.status["phase"] == "Running" and "Insufficient memory" in p.status["message"]
+
+
+def test_a_refused_change_shows_in_the_reason_column_while_the_driver_runs():
+    p = plan(world({"state": {"store": "hdfs"}}, applied_overrides={}), SETTINGS, Memory(), T0)
+    assert p.status["phase"] == "Running" and p.status["reason"] == "IncompatibleChange"
+    assert p.status["message"].startswith("change refused: spec.state.store")
+    assert "reason" not in plan(world(), SETTINGS, Memory(), T0).status  # all well: the column is empty
