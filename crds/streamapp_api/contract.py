@@ -93,8 +93,9 @@ ENV_TERMINATION_LOG = "STREAMAPP_TERMINATION_LOG"
 TERMINATION_LOG = "/dev/termination-log"
 TERMINATION_MESSAGE_LIMIT = 4096  # bytes: the kubelet keeps no more of it
 # The reasons the runtime names (the first word of its message): an error of the pipeline itself (an
-# expression, a sink's table) and Kafka unreachable for good.
-TERMINATION_REASONS = ("PipelineError", "KafkaUnreachable")
+# expression, a sink's table, ...), and Kafka refusing the app (credentials, offsets gone, records
+# refused). Kafka out of reach is never fatal: the runtime waits and retries (kafka_wait, recovery).
+TERMINATION_REASONS = ("PipelineError", "KafkaError")
 
 # --- the checkpoint -------------------------------------------------------------------------------
 CHECKPOINT_MOUNT = "/var/lib/streamapp/checkpoint"

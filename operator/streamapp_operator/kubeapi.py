@@ -117,8 +117,8 @@ class Kube:
         except NotFound:
             return None
 
-    def list(self, kind: str, namespace: str, selector: str | None = None) -> list[dict]:
-        query = {"labelSelector": selector} if selector else None
+    def list(self, kind: str, namespace: str, selector: str | None = None, fields: str | None = None) -> list[dict]:
+        query = {k: v for k, v in (("labelSelector", selector), ("fieldSelector", fields)) if v} or None
         return self.request("GET", path(kind, namespace), query=query).get("items", [])
 
     def create(self, obj: dict) -> dict | None:

@@ -10,13 +10,14 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from streamapp_api import Policy
+from streamapp_api import Policy, StreamApp
 
 from . import names
 from .act.apply import execute
 from .decide.plan import plan as decide
 from .decide.world import Driver, Kafka, Memory, Observed, Plan, Progress, Settings
 from .kubeapi import Kube
+from .observe import blockers
 from .observe import kafka as kafka_observe
 from .observe import kube as kube_observe
 from .observe import metrics as metrics_observe
@@ -76,8 +77,21 @@ def observe(kube: Kube, body: dict, pod: dict | None, children: dict,
         app=app, children=children,
         applied=kube_observe.applied(children.get(f"ConfigMap/{names.config_map(name)}")),
         driver=driver, kafka=kafka_observe.observe(app, secret, secret_missing=secret is None, cache=caches.partitions),
-        progress=progress, **common,
+        progress=progress, **_blockers(kube, namespace, app, driver, progress), **common,
     ), probe
+
+
+def _blockers(kube: Kube, namespace: str, app: StreamApp, driver: Driver, progress: Progress) -> dict:
+    """What may keep the app from running (Observed's claim, missing_secrets, executor_pods), asked
+    only while it is not running, or runs without having finished a batch yet."""
+    name = app.metadata.name
+    if blockers.needs_look(driver):
+        claim, missing = kube.gather([lambda: blockers.claim(kube, namespace, name),
+                                      lambda: blockers.missing_secrets(kube, namespace, app)])
+        return {"claim": claim, "missing_secrets": missing}
+    if driver.pod.state == "running" and (not driver.pod.ready or progress.last_batch is None):
+        return {"executor_pods": blockers.executor_pods(kube, namespace, name)}
+    return {}
 
 
 def reconcile(kube: Kube, namespace: str, name: str, settings: Settings, memory: Memory,

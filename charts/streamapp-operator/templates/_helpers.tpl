@@ -83,11 +83,14 @@ What the operator does through the API server. Kept next to the operator's code 
 - apiGroups: ["rbac.authorization.k8s.io"]
   resources: ["roles", "rolebindings"]
   verbs: ["get", "create", "patch"]
+# events: posted on StreamApps; listed (a checkpoint claim's, by field selector) to say why the claim
+# of an app that is not running stays Pending.
 - apiGroups: [""]
   resources: ["events"]
-  verbs: ["create"]
-# Kafka client credentials named by spec.kafka.secretRef, to read partition counts: get only,
-# never list or watch, so the operator sees no secret it was not pointed at.
+  verbs: ["create", "list"]
+# Kafka client credentials named by spec.kafka.secretRef, to read partition counts, and the Secrets of
+# Postgres sinks, checked (names and keys) before a driver that needs them starts: get only, never
+# list or watch, so the operator sees no secret it was not pointed at.
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get"]

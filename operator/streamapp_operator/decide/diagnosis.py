@@ -140,13 +140,12 @@ def failed_driver(app: StreamApp, pod: PodObservation, restarts: int) -> Diagnos
         mib = pod_memory_mib(spec.memory, spec.memory_overhead)
         found = Diagnosis("OOMKilled", f"driver killed out of memory at its {mib}Mi limit; raise spec.driver.memory "
                                        f"(now {spec.memory}) or spec.driver.memoryOverhead")
-    elif said:
-        reason, text = runtime_error(said)
-        found = Diagnosis(reason or "DriverFailed", f"driver failed: {last_words(text)}")
     else:
         code = f" with exit code {pod.exit_code}" if pod.exit_code is not None else ""
-        found = Diagnosis("DriverFailed", f"driver {'exited' if pod.state == 'succeeded' else 'failed'}{code} "
-                                          f"({pod.reason or 'no reason given'})")
+        ended = f"driver {'exited' if pod.state == 'succeeded' else 'failed'}{code}"
+        reason, text = runtime_error(said)
+        found = Diagnosis(reason or "DriverFailed",
+                          f"{ended}: {last_words(text)}" if said else f"{ended} ({pod.reason or 'no reason given'})")
     if restarts >= CRASH_LOOP_AFTER:
         return Diagnosis("CrashLoop", f"{found.message} ({found.reason}, {restarts} times in a row)")
     return found
@@ -162,7 +161,8 @@ def runtime_error(said: str) -> tuple[str | None, str]:
 
 
 def executors_not_running(pods: ExecutorPods) -> Diagnosis | None:
-    if not pods.pending and not pods.failed:
+    """Executors that cannot run (pending for a reason, or failed); pending without one: being created."""
+    if not pods.why and not pods.failed:
         return None
     counts = ", ".join(f"{n} {what}" for n, what in ((pods.pending, "pending"), (pods.failed, "failed")) if n)
     why = f": {_one_line(pods.why)}" if pods.why else ""

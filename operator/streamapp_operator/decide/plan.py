@@ -109,8 +109,11 @@ def _kafka_health(obs: Observed, memory: Memory) -> _KafkaHealth:
     if obs.kafka.error:
         # one event per outage: the status message holds the error once it has been reported
         told = obs.status.get("message") == obs.kafka.error
-        return _KafkaHealth(Cond("Degraded", True, "KafkaUnreachable", obs.kafka.error),
-                            () if told else (Event("Warning", "KafkaUnreachable", obs.kafka.error),),
+        reason = "KafkaUnreachable"
+        if any(s.field == "spec.kafka.secretRef" for s in obs.missing_secrets):
+            reason = "SecretMissing"  # not Kafka's fault: its credentials are not there
+        return _KafkaHealth(Cond("Degraded", True, reason, obs.kafka.error),
+                            () if told else (Event("Warning", reason, obs.kafka.error),),
                             replace(memory, kafka_failures=memory.kafka_failures + 1))
     missing = Cond("Degraded", True, "TopicNotFound", "topics not found: " + ", ".join(obs.kafka.missing_topics)) \
         if obs.kafka.missing_topics else None

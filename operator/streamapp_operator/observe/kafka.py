@@ -131,5 +131,6 @@ def observe(app: StreamApp, secret: dict[str, str] | None = None, secret_missing
     ``cache``, a fresh client reads the metadata now."""
     if secret_missing:
         ref = app.spec.kafka.secret_ref
-        return Kafka(error=f"Secret {ref.name if ref else '?'} (spec.kafka.secretRef) not found")
+        return Kafka(error=f"Secret {ref.name if ref else '?'} (spec.kafka.secretRef) not found: create it with "
+                           "the Kafka client options as keys (e.g. sasl.password); the driver waits for it")
     return Probe.of(app, secret).observe(timeout, cache)

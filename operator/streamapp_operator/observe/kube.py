@@ -102,17 +102,31 @@ def pod_observation(pod: dict | None) -> PodObservation:
         return PodObservation("terminating")
     phase = status.get("phase")
     if phase in ("Failed", "Succeeded"):
-        exit_code, reason = None, status.get("reason")
+        exit_code, reason, message = None, status.get("reason"), None
         for container in status.get("containerStatuses") or []:
             terminated = (container.get("state") or {}).get("terminated")
             if container.get("name") == "driver" and terminated:
                 exit_code, reason = terminated.get("exitCode"), terminated.get("reason") or reason
-        return PodObservation("failed" if phase == "Failed" else "succeeded", exit_code, reason)
+                message = terminated.get("message")  # the runtime's last words, else its log's tail
+        return PodObservation("failed" if phase == "Failed" else "succeeded", exit_code, reason,
+                              message=message or status.get("message"))
     if phase == "Running":
         started: datetime | None = parse_time(status.get("startTime"))
         ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
         return PodObservation("running", running_since=started, ready=ready)
-    return PodObservation("pending")
+    waiting = next(((c.get("state") or {}).get("waiting") or {} for c in status.get("containerStatuses") or []
+                    if c.get("name") == "driver"), {})
+    return PodObservation("pending", waiting=waiting.get("reason"), message=waiting.get("message"),
+                          unschedulable=unschedulable(status))
+
+
+def unschedulable(status: dict) -> str | None:
+    """The scheduler's message of a pod it cannot place (PodScheduled False, Unschedulable)."""
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False" \
+                and condition.get("reason") == "Unschedulable":
+            return condition.get("message") or "Unschedulable"
+    return None
 
 
 def driver(pod: dict | None) -> Driver:

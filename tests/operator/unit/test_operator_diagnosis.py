@@ -87,8 +87,8 @@ def test_a_pending_driver_says_why(pod, found, reason, says):
                     "WITH_SUGGESTION] A column with name `usr` cannot be resolved. Did you mean `user`?\n"
                     "'Filter ('usr = alice)\n+- Project\n+- more\n+- and more"), 1,
      "PipelineError", ["`usr` cannot be resolved", "'Filter ('usr = alice)"]),
-    (PodObservation("failed", 1, "Error", message="KafkaUnreachable: KafkaException: broker down for 10m"), 1,
-     "KafkaUnreachable", ["broker down for 10m"]),
+    (PodObservation("failed", 1, "Error", message="KafkaError: Kafka refused the credentials: "
+                    "SaslAuthenticationException: bad password"), 1, "KafkaError", ["refused the credentials"]),
     # no termination message: FallbackToLogsOnError gave the log's tail
     (PodObservation("failed", 1, "Error", message="Traceback (most recent call last):\nImportError: no module x"), 1,
      "DriverFailed", ["Traceback", "ImportError: no module x"]),

@@ -38,6 +38,28 @@ def test_pod_observation(obj, state, exit_code):
     assert (seen.state, seen.exit_code) == (state, exit_code)
 
 
+def test_a_pod_not_running_says_why_as_the_kubelet_and_the_scheduler_told_it():
+    def pod(phase, conditions=(), state=None, message=None):
+        return {"metadata": {"name": "orders-driver"},
+                "status": {"phase": phase, "conditions": list(conditions), "message": message,
+                           "containerStatuses": [{"name": "driver", "state": state}] if state else []}}
+
+    pulling = pod("Pending", state={"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image"}})
+    assert (pod_observation(pulling).waiting, pod_observation(pulling).message) == \
+        ("ImagePullBackOff", "Back-off pulling image")
+    unplaced = pod("Pending", [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                "message": "0/3 nodes are available: 3 Insufficient memory."}])
+    assert pod_observation(unplaced).unschedulable == "0/3 nodes are available: 3 Insufficient memory."
+    assert pod_observation(pod("Pending", [{"type": "PodScheduled", "status": "True"}])).unschedulable is None
+    died = pod("Failed", state={"terminated": {"exitCode": 1, "reason": "Error",
+                                               "message": "PipelineError: AnalysisException: boom"}})
+    seen = pod_observation(died)
+    assert (seen.state, seen.exit_code, seen.reason, seen.message) == ("failed", 1, "Error",
+                                                                       "PipelineError: AnalysisException: boom")
+    killed = pod("Failed", state={"terminated": {"exitCode": 137, "reason": "OOMKilled"}})
+    assert (pod_observation(killed).reason, pod_observation(killed).message) == ("OOMKilled", None)
+
+
 def test_running_pod_knows_since_when_and_whether_it_is_ready():
     assert pod_observation(pod("Running")).running_since == T0
     assert pod_observation(pod("Running")).ready is False
