@@ -68,7 +68,10 @@ def run(args: argparse.Namespace) -> int:
 
             settings = replace(settings, metrics_port=port)
     except (OSError, SettingsError, PropertiesError) as exc:
+        from streamapp_runtime.run import termination
+
         print(f"streamapp run: {exc}", file=sys.stderr)
+        termination.write(termination.message(str(exc), "settings"))
         return 2
     conf = merge_conf(given, spark_defaults(app.metadata.name, app.spec.state.store, os.environ))
     for key, value in (app.spec.spark_conf or {}).items():
@@ -120,7 +123,11 @@ def execute(app, settings, conf: dict[str, str]) -> int:
         log.info("stop requested while %s: exiting", stopped)
         return 0
     except Exception as exc:
+        from streamapp_runtime import spark_compat
+        from streamapp_runtime.run import termination
+
         log.error("%s", str(exc).split("\n")[0])
+        termination.write(termination.message(termination.of_exception(exc, spark_compat.jvm_stack_trace(exc))))
         return 1
     finally:
         if server is not None:

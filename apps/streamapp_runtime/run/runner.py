@@ -19,7 +19,7 @@ from streamapp_api import StreamApp, contract
 from streamapp_api.durations import parse_duration
 
 from streamapp_runtime import plan, spark_compat
-from streamapp_runtime.run import recovery
+from streamapp_runtime.run import recovery, termination
 from streamapp_runtime.compile.compiler import Compiler
 from streamapp_runtime.run.consumer_groups import GroupCommitter, admin_commit
 from streamapp_runtime.run.kafka_wait import admin_client, partition_counts
@@ -186,6 +186,7 @@ def schedule_retry(spark, running: Running, waiting: dict[int, float], i: int, f
     decision = recovery.decide(failure, attempt, policy)
     if not decision.retry:
         log.error("query %s %s: %s", name, gave_up, failure.split("\n")[0])
+        termination.write(termination.message(failure, f"query {name} {gave_up}"))
         stop_gracefully(running, timeout=60)
         stop_now(spark, running)
         return False

@@ -29,6 +29,7 @@ def _env(app: StreamApp) -> list[dict]:
         {"name": contract.ENV_POD_IP, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         {"name": "SPARK_LOCAL_DIRS", "value": names.SPARK_LOCAL_DIR},
         {"name": "HOME", "value": "/tmp"},
+        {"name": contract.ENV_TERMINATION_LOG, "value": contract.TERMINATION_LOG},
         *_postgres_env(app),
     ]
 
@@ -65,6 +66,10 @@ def _container(app: StreamApp, launch: Launch) -> dict:
             "periodSeconds": 10,
             "failureThreshold": 3,
         },
+        # Why it failed survives it: the runtime writes its fatal error there; without one (killed, or
+        # dead before it could write) the kubelet keeps the tail of its log instead.
+        "terminationMessagePath": contract.TERMINATION_LOG,
+        "terminationMessagePolicy": "FallbackToLogsOnError",
         "securityContext": copy.deepcopy(CONTAINER_SECURITY),
         "volumeMounts": [
             {"name": "config", "mountPath": names.CONFIG_DIR, "readOnly": True},

@@ -1,0 +1,64 @@
+"""The driver's last words: on a fatal error `streamapp run` writes why to the file the driver pod's
+termination message is read from (the kubelet keeps it after the container is gone; the operator
+copies it into status.lastRestart.message). Real Spark and Kafka for the run; the format is pure."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from rt_helpers import start_run
+from streamapp_api import contract
+from streamapp_runtime.run import termination
+from streamapp_testbed.kafka_admin import create_topic, produce
+
+SPARK_ERROR = ("[CAST_INVALID_INPUT] The value 'abc' of the type \"STRING\" cannot be cast to \"INT\" because it "
+               "is malformed. SQLSTATE: 22018\n" + "\n".join(f"\tat org.apache.spark.Frame{i}" for i in range(40)))
+
+
+@pytest.mark.unit
+def test_the_message_names_the_reason_then_the_error_within_the_kubelets_limit():
+    text = termination.message(SPARK_ERROR, "query counts failed")
+    lines = text.splitlines()
+    assert lines[0].startswith("PipelineError: query counts failed: [CAST_INVALID_INPUT] The value 'abc'")
+    assert len(lines) == 1 + termination.DETAIL_LINES  # the first lines of the stack, not all of it
+    huge = termination.message("x" * 10_000)
+    assert len(huge.encode()) <= contract.TERMINATION_MESSAGE_LIMIT and huge.startswith("PipelineError: xxx")
+
+
+@pytest.mark.unit
+def test_kafka_refusing_the_app_is_a_kafka_error():
+    text = termination.message("StreamingQueryException: boom\nCaused by: org.apache.kafka.common.errors."
+                               "SaslAuthenticationException: Authentication failed: Invalid username or password")
+    assert text.startswith("KafkaError: Kafka refused the credentials: StreamingQueryException: boom")
+
+
+@pytest.mark.unit
+def test_written_only_where_the_environment_says(tmp_path):
+    target = tmp_path / "termination-log"
+    termination.write("PipelineError: x", {contract.ENV_TERMINATION_LOG: str(target)})
+    assert target.read_text() == "PipelineError: x"
+    termination.write("PipelineError: y", {})  # a local run: nowhere, and no error
+    assert target.read_text() == "PipelineError: x"
+
+
+@pytest.mark.integration
+def test_a_pipeline_that_fails_in_spark_leaves_its_error_in_the_termination_log(kafka, names, tmp_path):
+    topic = names("in")
+    create_topic(kafka.bootstrap, topic)
+    produce(kafka.bootstrap, topic, [(None, "abc")])  # passes validation; Spark refuses the record (ANSI cast)
+    app = {"apiVersion": "streamapp.io/v1alpha1", "kind": "StreamApp", "metadata": {"name": names("app")[:50]},
+           "spec": {"kafka": {"bootstrapServers": kafka.bootstrap},
+                    "sources": [{"name": "lines", "topic": topic, "format": "string", "startingOffsets": "earliest"}],
+                    "streams": [{"name": "counts", "from": "lines", "steps": [
+                        {"filter": "cast(value as int) > 0"},
+                        {"aggregate": {"groupBy": ["value"], "columns": {"n": "count(*)"}}}], "emit": "updates"}],
+                    "sinks": [{"from": "counts", "kafka": {"topic": names("out")}}]}}
+    path, log, last_words = tmp_path / "app.yaml", tmp_path / "run.log", tmp_path / "termination-log"
+    path.write_text(yaml.safe_dump(app))
+    proc = start_run(path, kafka.bootstrap, tmp_path / "checkpoint", log,
+                     **{contract.ENV_TERMINATION_LOG: str(last_words)})
+    assert proc.wait(timeout=300) == 1, log.read_text()[-3000:]
+    said = last_words.read_text()
+    assert said.startswith("PipelineError: query ") and "CAST_INVALID_INPUT" in said.splitlines()[0], said
+    assert "'abc'" in said and len(said.encode()) <= contract.TERMINATION_MESSAGE_LIMIT
