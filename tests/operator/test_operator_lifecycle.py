@@ -26,6 +26,8 @@ EXAMPLES = ("word-count", "click-sessions", "log-routing", "not-looking-at-faceb
 @pytest.mark.slow
 def test_every_example_gets_its_children_owned_and_a_running_driver(cluster, kafka):
     apps = {}
+    # the Secret the examples' Postgres sinks name: without it the operator holds their drivers back
+    cluster.kubectl("create", "secret", "generic", "pg", "--from-literal=uri=postgresql://127.0.0.1:5432/streamapp")
     for name in EXAMPLES:
         doc = example(name, cluster.namespace, kafka.bootstrap)
         for topic in input_topics(doc):

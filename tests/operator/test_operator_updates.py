@@ -34,6 +34,11 @@ def test_incompatible_change_is_refused_then_accepted_with_a_state_reset(cluster
         (c := cluster.condition("app", "SpecValid")).get("reason") == "IncompatibleChange" and c))
     assert refused["status"] == "False" and "spec.shufflePartitions" in refused["message"]
     cluster.event("app", "IncompatibleChange")
+    # where people look: `kubectl get sapp` says the driver runs, and that the change was refused
+    table = cluster.kubectl("get", "sapp", "app").stdout.split("\n")
+    header, row = table[0].split(), table[1].split()
+    assert header[:3] == ["NAME", "PHASE", "REASON"] and row[:3] == ["app", "Running", "IncompatibleChange"], table
+    assert "change refused: spec.shufflePartitions" in cluster.kubectl("get", "sapp", "app", "-o", "wide").stdout
     assert cluster.driver("app")["metadata"]["uid"] == first["metadata"]["uid"], "the running driver is left alone"
     assert "shufflePartitions" not in cluster.config_spec("app"), "the ConfigMap keeps what was applied"
 
@@ -45,6 +50,7 @@ def test_incompatible_change_is_refused_then_accepted_with_a_state_reset(cluster
     assert env["STREAMAPP_CHECKPOINT_DIR"] == "/var/lib/streamapp/checkpoint/gen-r1"
     assert cluster.config_spec("app")["shufflePartitions"] == 7
     wait_for("spec valid again", lambda: cluster.condition("app", "SpecValid").get("status") == "True")
+    wait_for("the reason column empty again", lambda: "reason" not in cluster.status("app"))
     assert cluster.status("app")["state"]["resetNonce"] == "r1"
 
 

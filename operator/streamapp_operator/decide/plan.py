@@ -237,7 +237,8 @@ def _status(obs: Observed, app: StreamApp, change: Change, driver: DriverOutcome
 
 
 # Ready reasons of an app on its way up as expected: nothing for `kubectl get` to point at.
-_ON_ITS_WAY = ("DriverReady", "DriverCreated", "DriverPending", "DriverNotReady", "Suspended", "Terminating")
+_ON_ITS_WAY = ("DriverReady", "DriverCreated", "DriverPending", "DriverNotReady", "Suspended", "Terminating",
+               "Restarting")
 
 
 def _reason(spec_valid: Cond, ready: Cond, degraded: Cond) -> str | None:
