@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from streamapp_api import Policy, StreamApp
 
 from . import names
 from .act.apply import execute
+from .decide import diagnosis
 from .decide.plan import plan as decide
 from .decide.world import Driver, Kafka, Memory, Observed, Plan, Progress, Settings
 from .kubeapi import Kube
@@ -22,6 +23,10 @@ from .observe import kafka as kafka_observe
 from .observe import kube as kube_observe
 from .observe import metrics as metrics_observe
 from .report import events, metrics
+
+
+# A driver that has run this long without finishing a batch has its executor pods looked at.
+EXECUTORS_DUE = timedelta(seconds=60)
 
 
 @dataclass
@@ -77,19 +82,22 @@ def observe(kube: Kube, body: dict, pod: dict | None, children: dict,
         app=app, children=children,
         applied=kube_observe.applied(children.get(f"ConfigMap/{names.config_map(name)}")),
         driver=driver, kafka=kafka_observe.observe(app, secret, secret_missing=secret is None, cache=caches.partitions),
-        progress=progress, **_blockers(kube, namespace, app, driver, progress), **common,
+        progress=progress, **_blockers(kube, namespace, app, driver, progress, datetime.now(timezone.utc)), **common,
     ), probe
 
 
-def _blockers(kube: Kube, namespace: str, app: StreamApp, driver: Driver, progress: Progress) -> dict:
+def _blockers(kube: Kube, namespace: str, app: StreamApp, driver: Driver, progress: Progress,
+              now: datetime) -> dict:
     """What may keep the app from running (Observed's claim, missing_secrets, executor_pods), asked
-    only while it is not running, or runs without having finished a batch yet."""
-    name = app.metadata.name
-    if blockers.needs_look(driver):
-        claim, missing = kube.gather([lambda: blockers.claim(kube, namespace, name),
-                                      lambda: blockers.missing_secrets(kube, namespace, app)])
-        return {"claim": claim, "missing_secrets": missing}
-    if driver.pod.state == "running" and (not driver.pod.ready or progress.last_batch is None):
+    only when it may: the Secrets before a driver is started, the claim while the scheduler cannot
+    place the driver, the executors while the driver is not Ready or has finished no batch a minute on."""
+    name, pod = app.metadata.name, driver.pod
+    if pod.state == "absent" and diagnosis.referenced_secrets(app):
+        return {"missing_secrets": blockers.missing_secrets(kube, namespace, app)}
+    if pod.state == "pending" and pod.unschedulable:
+        return {"claim": blockers.claim(kube, namespace, name)}
+    if pod.state == "running" and (not pod.ready or (
+            progress.last_batch is None and pod.running_since is not None and now - pod.running_since > EXECUTORS_DUE)):
         return {"executor_pods": blockers.executor_pods(kube, namespace, name)}
     return {}
 

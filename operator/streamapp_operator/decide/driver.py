@@ -129,7 +129,9 @@ def _keep_running(inputs: DriverInputs) -> DriverOutcome:
                         config_write=inputs.config if rewrite else None,
                         degraded=Cond("Degraded", True, executors.reason, executors.message) if executors else None,
                         events=_told(inputs, why or executors),
-                        requeue=None if healthy and executors is None else NOT_RUNNING_LOOK)
+                        # a pod still being created tells its news by watch events; a cause found, or a
+                        # driver not Ready, is looked at again soon (its claim, executors, Secrets)
+                        requeue=NOT_RUNNING_LOOK if why or executors or (running and not healthy) else None)
 
 
 def _image(inputs: DriverInputs) -> str:

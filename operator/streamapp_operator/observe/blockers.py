@@ -1,7 +1,6 @@
-"""What may keep an app from running, read only while it is not running: the checkpoint claim and
-what was said about it, the Secrets the spec names, the executors of a driver not healthy yet.
-
-A running, healthy app costs none of these requests."""
+"""What may keep an app from running, read only while it is not running (reconcile._blockers says
+when): the checkpoint claim and what was said about it, the Secrets the spec names, the executors of
+a driver not healthy yet. A running, healthy app costs none of these requests."""
 
 from __future__ import annotations
 
@@ -9,16 +8,11 @@ from streamapp_api import StreamApp
 
 from .. import names
 from ..decide.diagnosis import referenced_secrets
-from ..decide.world import Claim, Driver, ExecutorPods, MissingSecret
+from ..decide.world import Claim, ExecutorPods, MissingSecret
 from ..kubeapi import Kube
 from .kube import unschedulable
 
 CLAIM_EVENTS = 5  # the newest of a claim's events kept: the newest says why it is still Pending
-
-
-def needs_look(driver: Driver) -> bool:
-    """Whether the app is not running (no driver, or one not running yet)."""
-    return driver.pod.state in ("absent", "pending")
 
 
 def claim(kube: Kube, namespace: str, app: str) -> Claim | None:
