@@ -1,6 +1,6 @@
 # The two images of streamapp, from one Debian bookworm (or compatible) base:
 #   operator  Python, kopf and the operator package; no JVM, no pyspark.  USER 10001.
-#   runtime   JRE 17, Python, pyspark with the Kafka connector jars in Spark's jars folder, the
+#   runtime   JRE 17, Python, pyspark with the Kafka and S3A connector jars in Spark's jars folder, the
 #             runtime package; the same image runs the driver (`streamapp run ...`) and the
 #             executors the driver starts (`executor`, see entrypoint.sh).  USER 185 (Spark's).
 #
@@ -65,7 +65,8 @@ ENV JAVA_HOME=/opt/java SPARK_HOME=/opt/spark PYSPARK_PYTHON=/opt/venv/bin/pytho
 RUN echo /opt/streamapp >"$(/opt/venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/streamapp.pth" \
  && groupadd -g 185 spark && useradd -u 185 -g 185 -d /tmp -M -s /usr/sbin/nologin spark \
  && python -c 'import pyspark, streamapp_runtime.cli' \
- && ls /opt/spark/jars/spark-sql-kafka-0-10_*.jar /opt/spark/jars/spark-kubernetes_*.jar >/dev/null
+ && ls /opt/spark/jars/spark-sql-kafka-0-10_*.jar /opt/spark/jars/spark-kubernetes_*.jar \
+      /opt/spark/jars/hadoop-aws-*.jar /opt/spark/jars/s3-transfer-manager-*.jar >/dev/null
 USER 185:185
 WORKDIR /tmp
 ENTRYPOINT ["/opt/entrypoint.sh"]

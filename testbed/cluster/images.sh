@@ -59,13 +59,15 @@ if [[ ! -f $wheels/.complete ]]; then
   timed "$VENV/bin/pip" wheel -q -w "$wheels" -r "$images/requirements-operator.txt" -r "$images/requirements-runtime.txt"
   touch "$wheels/.complete"
 fi
-jars=$CACHE/jars/spark-kafka-$SPARK_VERSION
-[[ -f $jars/.complete ]] || { echo "$jars is missing: run make deps" >&2; exit 1; }
+jar_dirs=("$CACHE/jars/spark-kafka-$SPARK_VERSION" "$CACHE/jars/spark-s3-$HADOOP_VERSION-$AWSSDK_VERSION")
+for jars in "${jar_dirs[@]}"; do
+  [[ -f $jars/.complete ]] || { echo "$jars is missing: run make deps" >&2; exit 1; }
+done
 
 ctx=$images/context
 rm -rf "$ctx"; mkdir -p "$ctx/src" "$ctx/bin" "$ctx/jars"
 cp -al "$wheels" "$ctx/wheels"; rm -f "$ctx/wheels/.complete"
-cp -l "$jars"/*.jar "$ctx/jars/"
+for jars in "${jar_dirs[@]}"; do cp -l "$jars"/*.jar "$ctx/jars/"; done
 cp "$images"/requirements-*.txt "$ctx/"
 for pkg in crds/streamapp_api operator/streamapp_operator apps/streamapp_runtime; do
   cp -r "$repo/$pkg" "$ctx/src/"

@@ -13,8 +13,9 @@ from .kube import ControlPlane
 from .kwok import Kwok
 from .postgres import Postgres
 from .prometheus import Prometheus
+from .s3 import ObjectStore
 
-PARTS = ("kafka", "postgres", "prometheus", "kube", "kwok")
+PARTS = ("kafka", "postgres", "s3", "prometheus", "kube", "kwok")
 
 
 @dataclass
@@ -24,6 +25,7 @@ class TestBed:
     workdir: Path
     kafka: KafkaBroker | None = None
     postgres: Postgres | None = None
+    s3: ObjectStore | None = None
     prometheus: Prometheus | None = None
     control_plane: ControlPlane | None = None
     kwok: Kwok | None = None
@@ -34,6 +36,8 @@ class TestBed:
             found["kafka bootstrap"] = self.kafka.bootstrap
         if self.postgres:
             found["postgres"] = self.postgres.dsn
+        if self.s3:
+            found["s3 endpoint"] = self.s3.endpoint
         if self.prometheus:
             found["prometheus"] = self.prometheus.url
         if self.control_plane:
@@ -61,6 +65,10 @@ def start(stack: ExitStack, parts: tuple[str, ...] = PARTS, workdir: Path | None
         bed.postgres = Postgres(workdir / "postgres")
         stack.callback(bed.postgres.stop)
         bed.postgres.start()
+    if "s3" in parts:
+        bed.s3 = ObjectStore(workdir / "s3")
+        stack.callback(bed.s3.stop)
+        bed.s3.start()
     if "prometheus" in parts:
         bed.prometheus = Prometheus(workdir / "prometheus")
         stack.callback(bed.prometheus.stop)

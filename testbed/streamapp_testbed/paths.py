@@ -59,9 +59,20 @@ class Installed:
     def spark_kafka_jars(self) -> Path:
         return self._need(self.root / "jars" / f"spark-kafka-{versions()['SPARK_VERSION']}")
 
+    @property
+    def spark_s3_jars(self) -> Path:
+        v = versions()
+        return self._need(self.root / "jars" / f"spark-s3-{v['HADOOP_VERSION']}-{v['AWSSDK_VERSION']}")
+
+    @property
+    def weed(self) -> Path:
+        """SeaweedFS's binary: the test bed's S3-compatible server."""
+        return self._need(self.root / f"seaweedfs-{versions()['SEAWEEDFS_VERSION']}" / "weed")
+
     def spark_jars_conf(self) -> str:
-        """The value for `spark.jars`: the connector and its dependencies, comma-separated."""
-        return ",".join(str(p) for p in sorted(self.spark_kafka_jars.glob("*.jar")))
+        """The value for `spark.jars`: the Kafka and S3A connectors and their dependencies, comma-separated."""
+        folders = (self.spark_kafka_jars, self.spark_s3_jars)
+        return ",".join(str(p) for folder in folders for p in sorted(folder.glob("*.jar")))
 
 
 def installed() -> Installed:
@@ -69,7 +80,7 @@ def installed() -> Installed:
 
 
 # The variable through which a local `streamapp run` (streamapp_runtime.run.session) finds the Kafka
-# connector jars; the runtime image has them in Spark's own folder instead.
+# and S3A connector jars; the runtime image has them in Spark's own folder instead.
 SPARK_JARS_ENV = "STREAMAPP_SPARK_JARS"
 
 
