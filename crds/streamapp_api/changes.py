@@ -38,6 +38,9 @@ class ByField:
     """A nested object compared field by field, each by its own declaration."""
 
     why: str = ""  # the reason given for a nested field that has none of its own
+    # A field choosing what the object is (checkpoint: location, else a volume): when it changes, only
+    # its change counts, since the other fields belong to the kind left behind or not yet used.
+    switch: str | None = None
 
 
 @dataclass(frozen=True)

@@ -117,6 +117,36 @@ def query_checkpoint(root: str, query: str) -> str:
     return join(root, query)
 
 
+# --- an object-store checkpoint (s3a://): Hadoop's S3A connector in driver and executors ------------
+# The access key pair, from the app's Secret (secretKeyRef in the driver pod and the executor template):
+# the names S3A's EnvironmentVariableCredentialsProvider reads.
+ENV_S3_ACCESS_KEY_ID = "AWS_ACCESS_KEY_ID"
+ENV_S3_SECRET_ACCESS_KEY = "AWS_SECRET_ACCESS_KEY"
+S3A_PREFIX = "spark.hadoop.fs.s3a."
+S3A_ENV_CREDENTIALS = "software.amazon.awssdk.auth.credentials.EnvironmentVariableCredentialsProvider"
+# Set only by the operator (or a local run's own spark.properties): a key pair here would sit in a ConfigMap.
+S3A_SECRET_CONF = (f"{S3A_PREFIX}access.key", f"{S3A_PREFIX}secret.key", f"{S3A_PREFIX}session.token")
+
+
+def is_local(location: str) -> bool:
+    """A path or file: URI (a volume), as opposed to an object store's URI (s3a://)."""
+    return "://" not in location or location.startswith("file:")
+
+
+def s3a_conf(endpoint: str | None, region: str | None, path_style: bool, credentials_from_env: bool) -> dict[str, str]:
+    """The Spark settings of an object-store checkpoint (spec.state.checkpoint.s3), for driver and
+    executors alike (spark.hadoop.* reaches every Hadoop FileSystem Spark opens)."""
+    conf = {f"{S3A_PREFIX}path.style.access": "true" if path_style else "false"}
+    if endpoint:
+        conf[f"{S3A_PREFIX}endpoint"] = endpoint
+        conf[f"{S3A_PREFIX}connection.ssl.enabled"] = "true" if endpoint.startswith("https:") else "false"
+    if region:
+        conf[f"{S3A_PREFIX}endpoint.region"] = region
+    if credentials_from_env:
+        conf[f"{S3A_PREFIX}aws.credentials.provider"] = S3A_ENV_CREDENTIALS
+    return conf
+
+
 def dlq_query(source: str) -> str:
     return f"{DLQ_QUERY_PREFIX}{source}"
 

@@ -6,21 +6,24 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from .checkpoint import CheckpointDefault, with_checkpoint_defaults
 from .errors import InvalidSpec, Issue, issues_from_validation_error
 from .policy import Policy, check_policy
 from .semantic import check
 from .spec import StreamApp
 
 
-def parse(document: Any, policy: Policy | None = None) -> tuple[StreamApp | None, list[Issue]]:
+def parse(document: Any, policy: Policy | None = None,
+          checkpoint: CheckpointDefault | None = None) -> tuple[StreamApp | None, list[Issue]]:
     """The model (None when the shape is wrong) and every finding, errors and warnings: the API's own
     checks, then, when given, a cluster's ``policy`` (docs/security.md). Those who enforce a policy
     pass it (the operator, its webhook, ``streamapp validate``); the driver's runtime checks only the
-    API, so that what an admin allows on a cluster also runs."""
+    API, so that what an admin allows on a cluster also runs. The checkpoint is settled first
+    (``with_checkpoint_defaults``: the operator passes its default location)."""
     if not isinstance(document, dict):
         return None, [Issue("(document)", f"a StreamApp manifest is a mapping, got {type(document).__name__}")]
     try:
-        app = StreamApp.model_validate(document)
+        app = StreamApp.model_validate(with_checkpoint_defaults(document, checkpoint))
     except ValidationError as exc:
         return None, issues_from_validation_error(exc, StreamApp)
     issues = check(app)

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
+from .checkpoint import S3_LOCATION_HELP, S3_LOCATION_PATTERN
 from .base import COLUMN_HELP, COLUMN_PATTERN, K8S_NAME_PATTERN, NAME_HELP, NAME_PATTERN, TOPIC_HELP, TOPIC_PATTERN
 from .durations import (
     DURATION_HELP,
@@ -35,6 +36,7 @@ _PATTERN_HELP = {
     K8S_NAME_PATTERN: "a Kubernetes object name: lowercase letters, digits, '-' and '.'",
     BOOTSTRAP_PATTERN: "a comma-separated list of host:port",
     APP_NAME_PATTERN: APP_NAME_HELP,
+    S3_LOCATION_PATTERN: S3_LOCATION_HELP,
     ACCUMULATE_PATTERN: "one of " + ", ".join(f"{f}(expr)" for f in ACCUMULATE_FUNCTIONS),
 }
 

@@ -10,6 +10,7 @@ import re
 from typing import Iterator
 
 from .base import COLUMN_HELP, COLUMN_PATTERN
+from .checkpoint import VOLUME_FIELDS
 from .contract import SPARK_DRIVER_SCOPE_CONF
 from .durations import parse_duration
 from .errors import Issue
@@ -178,7 +179,19 @@ def check_settings(app: StreamApp) -> Iterator[Issue]:
         elif key in SPARK_MANAGED_CONF or key.startswith(_MANAGED_PREFIXES):
             hint = _hint(key)
             yield Issue(path, f"{key!r} is managed by the operator and cannot be set here; {hint}")
+    yield from _check_checkpoint(app)
     yield from _check_capacity(app)
+
+
+def _check_checkpoint(app: StreamApp) -> Iterator[Issue]:
+    """The twins of Checkpoint's CEL rules: a location or a volume, and s3 settings only with a location."""
+    checkpoint = app.spec.state.checkpoint
+    given = [key for key in VOLUME_FIELDS if key in checkpoint.model_dump(by_alias=True, exclude_none=True)]
+    if checkpoint.location is not None and given:
+        yield Issue("spec.state.checkpoint.location", "location (object storage) and size, storageClassName, "
+                    f"accessModes (a volume) are exclusive; remove {', '.join(given)} or the location")
+    if checkpoint.s3 is not None and checkpoint.location is None:
+        yield Issue("spec.state.checkpoint.s3", "s3 settings need a location (s3a://bucket/prefix)")
 
 
 def _check_capacity(app: StreamApp) -> Iterator[Issue]:
@@ -194,10 +207,13 @@ def _check_capacity(app: StreamApp) -> Iterator[Issue]:
             yield Issue("spec.shufflePartitions", f"{spec.shuffle_partitions} partitions keep at most "
                         f"{spec.shuffle_partitions} of the {most * spec.executor.cores} executor cores busy in "
                         "stateful stages; it cannot be raised later without a state reset", "warning")
-    modes = spec.state.checkpoint.access_modes
-    if "ReadWriteMany" not in modes and (most is None or most > 1):
-        yield Issue("spec.state.checkpoint.accessModes", "executors on different nodes share the checkpoint "
-                    "volume; without ReadWriteMany they must all run on one node", "warning")
+    checkpoint = spec.state.checkpoint
+    asked = max(spec.executors or 0, spec.scaling.max_executors or 0, spec.scaling.min_executors)
+    if checkpoint.executors_on_driver_node and asked > 1:  # said only where several executors are asked for
+        modes = ", ".join(checkpoint.claim_access_modes)
+        yield Issue("spec.state.checkpoint.accessModes", f"a {modes} claim is mounted on one node: every executor "
+                    "runs on the driver's node, so the app cannot scale out beyond that node's CPU and memory; "
+                    "use ReadWriteMany or an object-store location (s3a://) to spread executors", "warning")
     source_topics = {t for s in spec.sources for t in s.topic_list} | {t.topic for t in spec.tables}
     dlq = app.dead_letter_topic
     if dlq in source_topics:

@@ -8,7 +8,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .base import MAX_LIST, ApiModel, Name, api_config, cel
 from .changes import IGNORE, RESCALE, RESTART, ByField, ByItem, BySteps, ChangeClass
-from .durations import Duration, Quantity, SparkMemory, cel_millis
+from .checkpoint import Checkpoint
+from .durations import Duration, SparkMemory, cel_millis
 from .sinks import DELIVERY_DESCRIPTION, Delivery, Sink
 from .sources import Kafka, Source, Table
 from .status import StreamAppStatus
@@ -57,36 +58,10 @@ class Stream(ApiModel):
     )
 
 
-class Checkpoint(ApiModel):
-    """The PersistentVolumeClaim holding checkpoints and state stores, shared by driver and executors."""
-
-    size: Annotated[Quantity, IGNORE] = Field(default="10Gi", description="Requested volume size, e.g. 10Gi.")
-    storage_class_name: Annotated[
-        str | None,
-        ChangeClass("incompatible", "a PersistentVolumeClaim's storage class cannot change, and a state reset "
-                    "keeps the claim", reset_proof=True),
-    ] = Field(
-        default=None,
-        max_length=253,
-        description="StorageClass of the claim. Default: the cluster's default StorageClass.",
-    )
-    access_modes: Annotated[
-        list[Literal["ReadWriteOnce", "ReadWriteMany", "ReadWriteOncePod"]],
-        ChangeClass("incompatible", "a PersistentVolumeClaim's access modes cannot change, and a state reset "
-                    "keeps the claim", reset_proof=True),
-    ] = Field(
-        default_factory=lambda: ["ReadWriteMany"],
-        min_length=1,
-        max_length=3,
-        description="Access modes of the claim. Executors on several nodes need ReadWriteMany.",
-        json_schema_extra={"x-kubernetes-list-type": "set", "default": ["ReadWriteMany"]},
-    )
-
-
 class State(ApiModel):
     """Checkpoints and state stores (Kafka Streams: state stores and changelogs)."""
 
-    checkpoint: Annotated[Checkpoint, ByField(why="checkpoint settings changed")] = Field(
+    checkpoint: Annotated[Checkpoint, ByField(why="checkpoint settings changed", switch="location")] = Field(
         default_factory=Checkpoint,
         description=Checkpoint.__doc__,
         json_schema_extra={"default": {}},
@@ -100,7 +75,8 @@ class State(ApiModel):
     )
     retain_on_delete: Annotated[bool, IGNORE] = Field(
         default=True,
-        description="Keep the checkpoint volume when the StreamApp is deleted, so re-creating it resumes.",
+        description="Keep the checkpoint volume when the StreamApp is deleted, so re-creating it resumes "
+        "(an object-store checkpoint is never deleted by the operator).",
     )
     reset_nonce: Annotated[str | None, ChangeClass("reset")] = Field(
         default=None,

@@ -49,9 +49,10 @@ class SinkStatus(ApiModel):
 
 
 class StateStatus(ApiModel):
-    """The checkpoint volume in use."""
+    """The checkpoint in use: a volume or an object-store location."""
 
     claim_name: str | None = Field(default=None, max_length=253, description="PersistentVolumeClaim holding checkpoints.")
+    location: str | None = Field(default=None, max_length=1024, description="Object-store location holding checkpoints.")
     reset_nonce: str | None = Field(default=None, max_length=63, description="spec.state.resetNonce the current state was created under.")
     shuffle_partitions: int | None = Field(
         default=None, ge=1, description="Shuffle/state partitions fixed by the current checkpoint."

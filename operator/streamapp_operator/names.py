@@ -79,8 +79,9 @@ def executor_prefix(app: str) -> str:
 state_generation = contract.state_generation
 
 
-def checkpoint_dir(reset_nonce: str | None) -> str:
-    return contract.checkpoint_root(CHECKPOINT_MOUNT, reset_nonce)
+def checkpoint_dir(reset_nonce: str | None, location: str | None = None) -> str:
+    """The driver's checkpoint root: under the object-store location, else under the volume's mount."""
+    return contract.checkpoint_root(location or CHECKPOINT_MOUNT, reset_nonce)
 
 
 def labels(app: str, component: str) -> dict[str, str]:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
 from streamapp_api import Policy, StreamApp
+from streamapp_api.checkpoint import CheckpointDefault
 
 from . import names
 from .act.apply import execute
@@ -60,11 +61,12 @@ def read(kube: Kube, namespace: str, name: str, known: dict | None = None,
 
 
 def observe(kube: Kube, body: dict, pod: dict | None, children: dict,
-            caches: Caches | None = None, policy: Policy | None = None) -> tuple[Observed, kafka_observe.Probe | None]:
+            caches: Caches | None = None, policy: Policy | None = None,
+            checkpoint: CheckpointDefault | None = None) -> tuple[Observed, kafka_observe.Probe | None]:
     caches = caches or Caches()
     meta = body["metadata"]
     namespace, name = meta["namespace"], meta["name"]
-    app, issues = kube_observe.checked_app(body, policy)
+    app, issues = kube_observe.checked_app(body, policy, checkpoint)
     common = dict(name=name, namespace=namespace, uid=meta["uid"], generation=int(meta.get("generation") or 0),
                   status=dict(body.get("status") or {}))
     if app is None:
@@ -123,7 +125,7 @@ def reconcile(kube: Kube, namespace: str, name: str, settings: Settings, memory:
             metrics.forget(namespace, name)
             result = "gone"
             return Outcome(None)
-        obs, probe = observe(kube, body, pod, children, caches, settings.policy)
+        obs, probe = observe(kube, body, pod, children, caches, settings.policy, settings.checkpoint)
         moment = now or datetime.now(timezone.utc)
         plan = decide(obs, settings, memory, moment)
         acted = execute(kube, obs, plan)

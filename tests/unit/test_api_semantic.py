@@ -188,8 +188,8 @@ def test_refused_specs(change, path, fragment):
     (lambda s: s.update({"shufflePartitions": 4}), "spec.shufflePartitions", "has no effect"),
     (lambda s: s["streams"][0]["steps"].extend([AGG]) or s.update(
         {"shufflePartitions": 2, "scaling": {"maxExecutors": 4}}), "spec.shufflePartitions", "at most 2 of the 8"),
-    (lambda s: s.update({"state": {"checkpoint": {"accessModes": ["ReadWriteOnce"]}}}),
-     "spec.state.checkpoint.accessModes", "ReadWriteMany"),
+    (lambda s: s.update({"state": {"checkpoint": {"accessModes": ["ReadWriteOnce"]}}, "executors": 2}),
+     "spec.state.checkpoint.accessModes", "cannot scale out beyond that node"),
     (lambda s: s["sinks"][0]["kafka"].update({"topic": "clicks"}), "spec.sinks[0].kafka.topic", "read back"),
     (lambda s: s["streams"][0]["steps"].extend([WINDOW, AGG]) or s["sinks"].__setitem__(
         0, {"from": "out", "postgres": {"secretRef": {"name": "pg"}, "table": "t", "primaryKey": ["user"]}}),
@@ -237,7 +237,8 @@ def test_defaults_and_helpers():
     scaling = spec.scaling.with_load_defaults()
     assert (scaling.target_utilization, scaling.catch_up, scaling.scale_up_window, scaling.scale_down_window) == \
         (0.7, "5m", "30s", "5m")
-    assert spec.state.checkpoint.access_modes == ["ReadWriteMany"] and spec.state.retain_on_delete
+        assert spec.state.checkpoint.access_modes == ["ReadWriteOnce"] and spec.state.retain_on_delete
+    assert spec.state.checkpoint.size == "10Gi" and spec.state.checkpoint.location is None
     assert spec.sources[0].starting_offsets == "earliest" and spec.sources[0].format == "json"
     assert spec.sinks[0].query_name == "out-out"
     assert spec.dead_letter.enabled and spec.dead_letter.topic is None and app.dead_letter_topic == "t.dlq"

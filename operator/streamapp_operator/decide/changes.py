@@ -70,7 +70,10 @@ def _fields(model: type[BaseModel], old: dict, new: dict, path: str, default_why
             yield Change(declared.kind, where, declared.why or default_why(where, key), declared.reset_proof)
         elif isinstance(declared, ByField):
             nested_why = (lambda _p, _n: declared.why) if declared.why else _path_changed
-            yield from _fields(model_in(field), a or {}, b or {}, where, nested_why)
+            a, b = a or {}, b or {}
+            switched = declared.switch is not None and a.get(declared.switch) != b.get(declared.switch)
+            left_behind = frozenset(k for k in (*a, *b) if k != declared.switch) if switched else frozenset()
+            yield from _fields(model_in(field), a, b, where, nested_why, left_behind)
         elif isinstance(declared, ByItem):
             yield from _items(declared, model_in(field), a or [], b or [], where)
         elif isinstance(declared, BySteps):

@@ -233,7 +233,7 @@ def _create(inputs: DriverInputs, decision: RestartDecision) -> DriverOutcome:
         config_write=inputs.config if inputs.config_stale else None,
         progress=Cond("Progressing", True, "DriverCreated", f"driver started with {launch.executors} executors"),
         events=(Event("Normal", "DriverCreated", f"driver {driver_pod} with {launch.executors} executors, "
-                                                 f"checkpoint {names.checkpoint_dir(app.spec.state.reset_nonce)}"),))
+                                                 f"checkpoint {names.checkpoint_dir(app.spec.state.reset_nonce, app.spec.state.checkpoint.location)}"),))
 
 
 # One function per restarts.Action (a unit test checks none is missing).

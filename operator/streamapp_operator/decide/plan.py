@@ -216,7 +216,8 @@ def _status(obs: Observed, app: StreamApp, change: Change, driver: DriverOutcome
     elif phase == "Running":
         message = f"driver running with {obs.driver.executors} executors"
     reason = _reason(spec_valid, ready, degraded)
-    state = {"claimName": names.checkpoint_claim(obs.name)}
+    location = app.spec.state.checkpoint.location
+    state = {"location": location} if location else {"claimName": names.checkpoint_claim(obs.name)}
     if app.spec.state.reset_nonce:
         state["resetNonce"] = app.spec.state.reset_nonce
     shuffle = _shuffle_partitions(obs, app, running)

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from streamapp_api import Issue, Policy, StreamApp, StreamAppSpec
+from streamapp_api.checkpoint import CheckpointDefault
 
 from ..render import NetworkPolicies
 
@@ -129,6 +130,7 @@ class Settings:
     scale_debounce: timedelta = timedelta(seconds=60)
     terminating_poll: timedelta = timedelta(seconds=2)
     network: NetworkPolicies | None = None  # --network-policies: each app gets a NetworkPolicy
+    checkpoint: CheckpointDefault | None = None  # --default-checkpoint-location: apps naming no checkpoint
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ import yaml
 from pydantic import ValidationError
 
 from streamapp_api import Policy, StreamApp, contract, parse
+from streamapp_api.checkpoint import CheckpointDefault
 
 from .. import names
 from ..decide.children import MUTABLE
@@ -32,11 +33,12 @@ def child_kinds(network: bool = False) -> tuple:
     return CHILD_KINDS + (NETWORK_KINDS if network else ())
 
 
-def checked_app(body: dict, policy: Policy | None = None) -> tuple[StreamApp | None, list]:
+def checked_app(body: dict, policy: Policy | None = None,
+                checkpoint: CheckpointDefault | None = None) -> tuple[StreamApp | None, list]:
     """The app as the API holds it, checked like ``streamapp validate`` and the admission webhook,
-    under the cluster's policy (status left out)."""
+    under the cluster's policy (status left out), its checkpoint settled with the operator's default."""
     document = {k: v for k, v in body.items() if k != "status"}
-    app, issues = parse(document, policy)
+    app, issues = parse(document, policy, checkpoint)
     errors = [i for i in issues if i.severity == "error"]
     return (None if errors else app), errors
 

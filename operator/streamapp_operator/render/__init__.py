@@ -38,7 +38,7 @@ def render_children(app: StreamApp, uid: str, launch: Launch, network: NetworkPo
     ]
     if network is not None:
         children.append(render_network_policy(app, uid, network))
-    return children
+    return [c for c in children if c is not None]
 
 
 def render_all(app: StreamApp, uid: str, launch: Launch, network: NetworkPolicies | None = None) -> list[dict]:

@@ -17,6 +17,7 @@ from streamapp_api import StreamApp, contract, spark_memory
 from .. import names
 from .common import CONTAINER_SECURITY, POD_SECURITY, Launch, image_of, metadata, namespace_of
 from .security import EXECUTOR_MASTER_ENV, SPARK_SECURITY_CONF, auth_mount, auth_volume
+from .storage import s3_credentials_env
 
 EXECUTOR_TEMPLATE = contract.EXECUTOR_TEMPLATE_FILE
 _VOLUME = f"spark.kubernetes.executor.volumes.persistentVolumeClaim.{names.CHECKPOINT_VOLUME}"
@@ -53,11 +54,9 @@ def spark_properties(app: StreamApp, launch: Launch) -> dict[str, str]:
         "spark.executor.instances": str(launch.executors),
         "spark.executor.cores": str(spec.executor.cores),
         "spark.executor.memory": spark_memory(spec.executor.memory),
-        f"{_VOLUME}.options.claimName": names.checkpoint_claim(name),
-        f"{_VOLUME}.mount.path": names.CHECKPOINT_MOUNT,
-        f"{_VOLUME}.mount.readOnly": "false",
         "spark.kubernetes.executor.podTemplateFile": f"{names.CONFIG_DIR}/{EXECUTOR_TEMPLATE}",
         "spark.kubernetes.executor.podTemplateContainerName": "executor",
+        **_checkpoint_conf(app),
         **contract.app_sql_conf(spec.state.store),
         **SPARK_SECURITY_CONF,
         **contract.SPARK_DRIVER_SCOPE_CONF,
@@ -73,11 +72,32 @@ def spark_properties(app: StreamApp, launch: Launch) -> dict[str, str]:
     return dict(sorted(props.items()))
 
 
+def _checkpoint_conf(app: StreamApp) -> dict[str, str]:
+    """Executors mount the app's claim at the driver's path, or reach the object store as it does."""
+    checkpoint = app.spec.state.checkpoint
+    if checkpoint.on_object_store:
+        return checkpoint.spark_conf()
+    return {
+        f"{_VOLUME}.options.claimName": names.checkpoint_claim(app.metadata.name),
+        f"{_VOLUME}.mount.path": names.CHECKPOINT_MOUNT,
+        f"{_VOLUME}.mount.readOnly": "false",
+    }
+
+
+def _on_driver_node(app: StreamApp) -> dict:
+    """Required pod affinity to the driver's node: where a ReadWriteOnce claim is mounted already."""
+    return {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+        "labelSelector": {"matchLabels": {names.LABEL_APP: app.metadata.name, names.LABEL_COMPONENT: "driver"}},
+        "topologyKey": "kubernetes.io/hostname",
+    }]}}
+
+
 def executor_template(app: StreamApp) -> dict:
     """The pod template Spark starts executors from: locked down like the driver, with the app's
-    Spark authentication key (Spark adds its own local-dir emptyDirs, the checkpoint volume and the
-    resources)."""
-    return {
+    Spark authentication key and the object store's credentials, on the driver's node when the
+    checkpoint claim can be mounted on one node only (Spark adds its own local-dir emptyDirs, the
+    checkpoint volume and the resources)."""
+    template = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"labels": names.labels(app.metadata.name, "executor")},
@@ -87,13 +107,16 @@ def executor_template(app: StreamApp) -> dict:
             "securityContext": copy.deepcopy(POD_SECURITY),
             "containers": [{
                 "name": "executor",
-                "env": [{"name": "HOME", "value": "/tmp"}, dict(EXECUTOR_MASTER_ENV)],
+                "env": [{"name": "HOME", "value": "/tmp"}, dict(EXECUTOR_MASTER_ENV), *s3_credentials_env(app)],
                 "securityContext": copy.deepcopy(CONTAINER_SECURITY),
                 "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}, auth_mount()],
             }],
             "volumes": [{"name": "tmp", "emptyDir": {}}, auth_volume(app)],
         },
     }
+    if app.spec.state.checkpoint.executors_on_driver_node:
+        template["spec"]["affinity"] = _on_driver_node(app)
+    return template
 
 
 def render_config_map(app: StreamApp, uid: str, launch: Launch) -> dict:

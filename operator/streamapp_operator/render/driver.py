@@ -13,6 +13,7 @@ from streamapp_api import StreamApp, contract, spark_memory_mib
 from .. import names
 from .common import CONTAINER_SECURITY, POD_SECURITY, Launch, image_of, metadata
 from .security import auth_mount, auth_volume
+from .storage import s3_credentials_env
 
 
 def pod_memory_mib(memory: str, overhead: str | None) -> int:
@@ -23,14 +24,16 @@ def pod_memory_mib(memory: str, overhead: str | None) -> int:
 
 
 def _env(app: StreamApp) -> list[dict]:
+    state = app.spec.state
     return [
-        {"name": contract.ENV_CHECKPOINT_DIR, "value": names.checkpoint_dir(app.spec.state.reset_nonce)},
+        {"name": contract.ENV_CHECKPOINT_DIR, "value": names.checkpoint_dir(state.reset_nonce, state.checkpoint.location)},
         {"name": contract.ENV_METRICS_PORT, "value": str(names.METRICS_PORT)},
         {"name": contract.ENV_POD_IP, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         {"name": "SPARK_LOCAL_DIRS", "value": names.SPARK_LOCAL_DIR},
         {"name": "HOME", "value": "/tmp"},
         {"name": contract.ENV_TERMINATION_LOG, "value": contract.TERMINATION_LOG},
         *_postgres_env(app),
+        *s3_credentials_env(app),
     ]
 
 
@@ -45,6 +48,7 @@ def _postgres_env(app: StreamApp) -> list[dict]:
 
 def _container(app: StreamApp, launch: Launch) -> dict:
     spec = app.spec
+    on_object_store = spec.state.checkpoint.on_object_store
     memory = f"{pod_memory_mib(spec.driver.memory, spec.driver.memory_overhead)}Mi"
     container = {
         "name": "driver",
@@ -73,7 +77,7 @@ def _container(app: StreamApp, launch: Launch) -> dict:
         "securityContext": copy.deepcopy(CONTAINER_SECURITY),
         "volumeMounts": [
             {"name": "config", "mountPath": names.CONFIG_DIR, "readOnly": True},
-            {"name": names.CHECKPOINT_VOLUME, "mountPath": names.CHECKPOINT_MOUNT},
+            *([] if on_object_store else [{"name": names.CHECKPOINT_VOLUME, "mountPath": names.CHECKPOINT_MOUNT}]),
             {"name": "tmp", "mountPath": "/tmp"},
             {"name": "spark-local", "mountPath": names.SPARK_LOCAL_DIR},
             auth_mount(),
@@ -112,8 +116,9 @@ def render_driver_pod(app: StreamApp, uid: str, launch: Launch, config_hash: str
             "containers": [_container(app, launch)],
             "volumes": [
                 {"name": "config", "configMap": {"name": names.config_map(name)}},
-                {"name": names.CHECKPOINT_VOLUME,
-                 "persistentVolumeClaim": {"claimName": names.checkpoint_claim(name)}},
+                *([] if app.spec.state.checkpoint.on_object_store else [
+                    {"name": names.CHECKPOINT_VOLUME,
+                     "persistentVolumeClaim": {"claimName": names.checkpoint_claim(name)}}]),
                 {"name": "tmp", "emptyDir": {}},
                 {"name": "spark-local", "emptyDir": {}},
                 auth_volume(app),

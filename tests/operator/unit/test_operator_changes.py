@@ -54,6 +54,9 @@ def stream(steps=STEPS, **extra):
     ({"shufflePartitions": 12, "state": {"resetNonce": "1"}}, "reset", None),
     ({"state": {"resetNonce": "1", "checkpoint": {"storageClassName": "fast"}}}, "incompatible",
      "spec.state.checkpoint.storageClassName"),
+    # a volume to an object store: the location alone counts (the claim's fields are left behind)
+    ({"state": {"checkpoint": {"location": "s3a://bkt/orders"}}}, "incompatible", "spec.state.checkpoint.location"),
+    ({"state": {"resetNonce": "1", "checkpoint": {"location": "s3a://bkt/orders"}}}, "reset", None),
     # the most disruptive change wins
     ({"executors": 3, "image": "streamapp/runtime:2"}, "restart", "spec.image"),
     ({"image": "streamapp/runtime:2", "shufflePartitions": 3}, "incompatible", "spec.shufflePartitions"),
@@ -70,3 +73,22 @@ def test_classify_change(change, kind, field):
 def test_changing_back_is_no_change():
     old, new = spec_with(image="streamapp/runtime:1"), spec_with(image="streamapp/runtime:1")
     assert classify_change(old, new).kind == "ignore"
+
+
+S3_APP = {"location": "s3a://bkt/orders", "s3": {"endpoint": "http://s3.local:8333", "pathStyleAccess": True}}
+
+
+@pytest.mark.parametrize("checkpoint, reset, kind, field", [
+    ({**S3_APP, "s3": {"endpoint": "http://other:8333"}}, None, "restart", "spec.state.checkpoint.s3"),
+    ({**S3_APP, "s3": {**S3_APP["s3"], "secretRef": {"name": "s3"}}}, None, "restart", "spec.state.checkpoint.s3"),
+    ({**S3_APP, "location": "s3a://bkt/elsewhere"}, None, "incompatible", "spec.state.checkpoint.location"),
+    ({**S3_APP, "location": "s3a://bkt/elsewhere"}, "1", "reset", None),
+    ({"size": "1Gi"}, None, "incompatible", "spec.state.checkpoint.location"),  # back to a volume
+])
+def test_object_store_checkpoint_changes(checkpoint, reset, kind, field):
+    state = {"checkpoint": checkpoint, **({"resetNonce": reset} if reset else {})}
+    old = load(merge(BASE, {"spec": {"state": {"checkpoint": S3_APP}}})).spec
+    result = classify_change(old, load(merge(BASE, {"spec": {"state": state}})).spec)
+    assert result.kind == kind
+    if field is not None:
+        assert result.field == field

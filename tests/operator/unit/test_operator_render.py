@@ -87,7 +87,7 @@ def test_driver_pod_follows_the_runtime_contract():
 def test_checkpoint_claim_is_owned_only_without_retention(retain, owned):
     claim = _objects(state={"retainOnDelete": retain})["PersistentVolumeClaim"]
     assert ("ownerReferences" in claim["metadata"]) == owned
-    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
 
 
 def test_every_other_child_is_owned_by_the_app():

@@ -41,7 +41,7 @@ def test_verdict(new, old, refused):
 
 
 def test_warnings_pass_and_are_reported():
-    document = app(state={"checkpoint": {"size": "1Gi", "accessModes": ["ReadWriteOnce"]}})
+    document = app(state={"checkpoint": {"size": "1Gi", "accessModes": ["ReadWriteOnce"]}}, executors=2)
     result = verdict(document, None, Policy())
     assert result.errors == () and any("ReadWriteMany" in w for w in result.warnings)
 
