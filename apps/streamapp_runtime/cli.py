@@ -62,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
         port = None if args.metrics_port is None else (None if args.metrics_port < 0 else args.metrics_port)
         settings = from_environment(checkpoint=args.checkpoint, app_name=app.metadata.name, kafka=args.kafka,
                                     available_now=args.available_now, console=args.console, spark_conf=given,
-                                    postgres=postgres)
+                                    postgres=postgres, location=app.spec.state.checkpoint.location,
+                                    reset_nonce=app.spec.state.reset_nonce)
         if args.metrics_port is not None:
             from dataclasses import replace
 
@@ -73,7 +74,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"streamapp run: {exc}", file=sys.stderr)
         termination.write(termination.message(str(exc), "settings"))
         return 2
-    conf = merge_conf(given, spark_defaults(app.metadata.name, app.spec.state.store, os.environ))
+    conf = merge_conf(given, spark_defaults(app.metadata.name, app.spec.state.store, os.environ,
+                                            app.spec.state.checkpoint.spark_conf()))
     for key, value in (app.spec.spark_conf or {}).items():
         conf.setdefault(key, value)
     if args.dry_run:

@@ -126,3 +126,43 @@ def executor_count(spark) -> int:
         return max(0, len(spark.sparkContext._jsc.sc().statusTracker().getExecutorInfos()) - 1)
     except Exception:  # noqa: BLE001 - a metric read while the context stops
         return 0
+
+
+# --- Hadoop FileSystem: the runtime's own files in a checkpoint on an object store (s3a://) ---------
+# Through the session's Hadoop configuration, so they are read and written exactly as Spark reaches the
+# rest of the checkpoint (same fs.s3a.* settings, same credentials).
+
+def _fs_path(spark, location: str):
+    jvm = spark.sparkContext._jvm
+    path = jvm.org.apache.hadoop.fs.Path(location)
+    return path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), path
+
+
+def fs_read_text(spark, location: str) -> str | None:
+    """The file's text, or None when there is none."""
+    fs, path = _fs_path(spark, location)
+    if not fs.exists(path):
+        return None
+    stream = fs.open(path)
+    try:
+        return spark.sparkContext._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
+    finally:
+        stream.close()
+
+
+def fs_write_text(spark, location: str, text: str) -> None:
+    """Replace the file; an object store makes it visible whole when the stream closes (one PUT)."""
+    fs, path = _fs_path(spark, location)
+    stream = fs.create(path, True)
+    try:
+        stream.write(bytearray(text.encode("utf-8")))
+    finally:
+        stream.close()
+
+
+def fs_names(spark, location: str) -> list[str]:
+    """The entries of a folder (none when it does not exist)."""
+    fs, path = _fs_path(spark, location)
+    if not fs.exists(path):
+        return []
+    return sorted(status.getPath().getName() for status in fs.listStatus(path))

@@ -113,6 +113,15 @@ def start_run(path, bootstrap: str, checkpoint, log, available_now: bool = False
                             start_new_session=True)
 
 
+def s3_checkpoint(store, doc: dict) -> tuple[str, dict[str, str]]:
+    """Put the app's checkpoint on the test bed's S3 server (a bucket of the app's own): its root and
+    the environment a run needs (the key pair, as a driver pod gets it from the app's Secret)."""
+    bucket = store.create_bucket(doc["metadata"]["name"])
+    doc["spec"]["state"]["checkpoint"] = {"location": f"{bucket}/{doc['metadata']['name']}", "s3": {
+        "endpoint": store.endpoint, "region": "us-east-1", "pathStyleAccess": True, "secretRef": {"name": "s3"}}}
+    return f"{bucket}/{doc['metadata']['name']}/gen-0", store.client_env()
+
+
 def wait_while_running(predicate, proc: subprocess.Popen, log, timeout: float = 400) -> None:
     """Wait for ``predicate`` while ``proc`` runs; fail with the end of its log if it exits or times out."""
     deadline = time.monotonic() + timeout

@@ -266,7 +266,7 @@ def test_checkpoint_files_take_paths_and_file_uris_and_name_what_they_cannot_rea
     assert checkpoint_files.read_text(f"file://{root}/streamapp.json") == "{}\n"
     assert checkpoint_files.names(root) == ["streamapp.json"] and checkpoint_files.names(root + "/none") == []
     assert checkpoint_files.read_text(root + "/missing.json") is None
-    with pytest.raises(checkpoint_files.UnsupportedLocation, match=r"'s3a://bucket/app/gen-0/commits'.*s3a:"):
+    with pytest.raises(checkpoint_files.UnsupportedLocation, match=r"'s3a://bucket/app/gen-0/commits'.*no SparkSession"):
         checkpoint_files.names("s3a://bucket/app/gen-0/commits")
 
 

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from rt_helpers import closed_click_windows as expected
-from rt_helpers import consume, start_run, wait_while_running, watermark_flush
+from rt_helpers import consume, s3_checkpoint, start_run, wait_while_running, watermark_flush
 from streamapp_testbed import clickstream
 from streamapp_testbed.kafka_admin import create_topic, produce
 
@@ -44,18 +44,24 @@ def committed_batches(dsn: str, query: str) -> int:
         return conn.execute("SELECT count(DISTINCT batch_id) FROM streamapp_batches WHERE query = %s", (query,)).fetchone()[0]
 
 
-def test_kill_9_then_sigterm_then_finish_gives_the_uninterrupted_result(kafka, postgres, names, tmp_path):
+@pytest.mark.parametrize("store", ["volume", "s3"])
+def test_kill_9_then_sigterm_then_finish_gives_the_uninterrupted_result(kafka, postgres, names, tmp_path, store, request):
     topic, out, table = names("clicks"), names("summaries"), f"stats_{os.urandom(3).hex()}"
     create_topic(kafka.bootstrap, topic, partitions=2)
     events = clickstream.generate(seed=3, users=12, minutes=5)
     produce(kafka.bootstrap, topic, [(e.session_id, e.to_json()) for e in events])
     path = tmp_path / "app.yaml"
-    path.write_text(yaml.safe_dump(manifest(topic, out, table)))
-    checkpoint, log = tmp_path / "checkpoint", tmp_path / "run.log"
+    doc = manifest(topic, out, table)
+    checkpoint, env = tmp_path / "checkpoint", {}
+    if store == "s3":  # the app's own object-store location; the key pair as a driver pod gets it from its Secret
+        checkpoint, env = s3_checkpoint(request.getfixturevalue("object_store"), doc)
+    path.write_text(yaml.safe_dump(doc))
+    log = tmp_path / "run.log"
     query = f"sessions-{table}"
 
     progress = tmp_path / "progress.jsonl"
-    first = start_run(path, kafka.bootstrap, checkpoint, log, postgres=postgres.dsn, STREAMAPP_PROGRESS_JSON=str(progress))
+    first = start_run(path, kafka.bootstrap, checkpoint, log, postgres=postgres.dsn, STREAMAPP_PROGRESS_JSON=str(progress),
+                      **env)
     wait_while_running(lambda: committed_batches(postgres.dsn, query) >= 2 and progress.exists()
                        and query in progress.read_text(), first, log)
     os.killpg(first.pid, signal.SIGKILL)  # the driver and its JVM, as when a pod dies
@@ -68,7 +74,7 @@ def test_kill_9_then_sigterm_then_finish_gives_the_uninterrupted_result(kafka, p
     assert all(b["stateOperators"] and "commitTimeMs" in b["stateOperators"][0] for b in ours)
     killed_at = committed_batches(postgres.dsn, query)
 
-    second = start_run(path, kafka.bootstrap, checkpoint, log, postgres=postgres.dsn)
+    second = start_run(path, kafka.bootstrap, checkpoint, log, postgres=postgres.dsn, **env)
     wait_while_running(lambda: committed_batches(postgres.dsn, query) > killed_at, second, log)
     second.send_signal(signal.SIGTERM)
     assert second.wait(120) == 0, log.read_text()[-3000:]
@@ -76,7 +82,7 @@ def test_kill_9_then_sigterm_then_finish_gives_the_uninterrupted_result(kafka, p
 
     flush = watermark_flush(events)
     produce(kafka.bootstrap, topic, [(flush.session_id, flush.to_json())])
-    third = start_run(path, kafka.bootstrap, checkpoint, log, available_now=True, postgres=postgres.dsn)
+    third = start_run(path, kafka.bootstrap, checkpoint, log, available_now=True, postgres=postgres.dsn, **env)
     assert third.wait(400) == 0, log.read_text()[-3000:]
 
     want = expected([*events, flush])  # every window of the events: the flush closed them all
@@ -90,3 +96,33 @@ def test_kill_9_then_sigterm_then_finish_gives_the_uninterrupted_result(kafka, p
     summaries = consume(kafka.bootstrap, out, timeout=120, idle=10)
     seen = {(r["key"], r["value"]["window_start"]) for r in summaries}
     assert {(s, clickstream.iso(w).replace("000Z", "Z")) for s, _, w in want} <= seen
+
+
+def test_a_second_driver_on_one_s3_checkpoint_fences_the_first_out(kafka, postgres, object_store, names, tmp_path):
+    """What a pod force-deleted from a partitioned node would do: keep running while the operator starts
+    its successor on the same object-store checkpoint. The newer driver takes the checkpoint's owner
+    marker; the older one sees it within seconds, stops every query and exits 1."""
+    topic, out, table = names("clicks"), names("summaries"), f"fence_{os.urandom(3).hex()}"
+    create_topic(kafka.bootstrap, topic, partitions=2)
+    events = clickstream.generate(seed=5, users=8, minutes=5)
+    produce(kafka.bootstrap, topic, [(e.session_id, e.to_json()) for e in events])
+    doc = manifest(topic, out, table)
+    checkpoint, env = s3_checkpoint(object_store, doc)
+    path = tmp_path / "app.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    old_log, new_log = tmp_path / "old.log", tmp_path / "new.log"
+    query = f"sessions-{table}"
+    old = start_run(path, kafka.bootstrap, checkpoint, old_log, postgres=postgres.dsn, **env)
+    wait_while_running(lambda: committed_batches(postgres.dsn, query) >= 1, old, old_log)
+
+    new = start_run(path, kafka.bootstrap, checkpoint, new_log, postgres=postgres.dsn, **env)
+    try:
+        assert old.wait(120) == 1, old_log.read_text()[-3000:]
+        assert "fenced out: another driver" in old_log.read_text()
+        assert "waiting 10s for it to see the takeover" in new_log.read_text()
+        at_handover = committed_batches(postgres.dsn, query)
+        produce(kafka.bootstrap, topic, [(f.session_id, f.to_json()) for f in [watermark_flush(events)]])
+        wait_while_running(lambda: committed_batches(postgres.dsn, query) > at_handover, new, new_log)
+    finally:
+        new.send_signal(signal.SIGTERM)
+        assert new.wait(120) == 0, new_log.read_text()[-3000:]

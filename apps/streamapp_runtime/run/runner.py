@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import threading
 import time
@@ -19,7 +20,7 @@ from streamapp_api import StreamApp, contract
 from streamapp_api.durations import parse_duration
 
 from streamapp_runtime import plan, spark_compat
-from streamapp_runtime.run import recovery, termination
+from streamapp_runtime.run import fence, recovery, termination
 from streamapp_runtime.compile.compiler import Compiler
 from streamapp_runtime.run.consumer_groups import GroupCommitter, admin_commit
 from streamapp_runtime.run.kafka_wait import admin_client, partition_counts
@@ -40,6 +41,7 @@ class Running:
     plans: list = field(default_factory=list)  # queries[i] runs plans[i]
     restart: object = None  # QueryPlan -> a new StreamingQuery on the same checkpoint
     committer: GroupCommitter | None = None  # each batch's offsets to the query's consumer group
+    fence: object = None  # fence.Fence: this driver's ownership of the checkpoint
 
     def query_names(self) -> list[str]:
         return [q.name for q in self.queries]
@@ -105,12 +107,15 @@ def start(spark, app: StreamApp, settings: Settings, quiet: bool = False, wait_f
 
     stop_requested = stop_requested or threading.Event()
     options = plan.kafka_options(app, settings.kafka_override, settings.kafka_env_options)
+    owner = fence.Fence(settings.checkpoint_root, fence.owner_id(dict(os.environ)))
+    owner.take()
     partitions = prepare_session(spark, app, settings, options, wait=wait_for_topics, stop=stop_requested)
     plans = plan.query_plans(app, settings.checkpoint_root, settings.console, settings.available_now)
     metrics = Metrics(app.metadata.name, plan.topic_sources(app), {p.name: p.reads for p in plans if p.kind == "dlq"})
     metrics.shuffle_partitions.labels(app.metadata.name).set(partitions)
     metrics.count_executors(lambda: spark_compat.executor_count(spark))
-    running = Running(app, metrics, stop_requested=stop_requested, committer=group_committer(app, options, metrics))
+    running = Running(app, metrics, stop_requested=stop_requested, committer=group_committer(app, options, metrics),
+                      fence=owner)
     running.listener = ProgressListener(metrics, {p.name for p in plans}, quiet=quiet, committer=running.committer)
     spark.streams.addListener(running.listener)
     ctx = QueryContext(spark, Compiler(spark, app, options), app, settings, options, metrics)
@@ -210,7 +215,14 @@ def supervise(spark, running: Running, poll: float = 0.2, policy: recovery.Retry
             # With Kafka gone, a running micro-batch cannot commit: do not wait for it (it is replayed).
             stop_gracefully(running, timeout=10 if waiting else 600)
             stop_now(spark, running)
+            if running.fence is not None:
+                running.fence.release()
             return 0
+        lost = running.fence.lost() if running.fence is not None else None
+        if lost:
+            log.error("fenced out: %s; stopping every query now", lost)
+            stop_now(spark, running)
+            return 1
         for i, query in enumerate(running.queries):
             if i in waiting or query.isActive or query.exception() is None:
                 continue
@@ -235,6 +247,8 @@ def supervise(spark, running: Running, poll: float = 0.2, policy: recovery.Retry
             log.info("restarted query %s from checkpoint %s", qp.name, qp.checkpoint)
         if not waiting and all(not q.isActive for q in running.queries):
             stop_now(spark, running)
+            if running.fence is not None:
+                running.fence.release()
             return 0
         time.sleep(poll)
 

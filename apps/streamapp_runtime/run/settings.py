@@ -81,17 +81,25 @@ def metrics_port(environ: dict[str, str]) -> int:
     return int(text)
 
 
-def checkpoint_root(flag: str | None, environ: dict[str, str], app_name: str) -> str:
+def checkpoint_root(flag: str | None, environ: dict[str, str], app_name: str, location: str | None = None,
+                    reset_nonce: str | None = None) -> str:
+    """--checkpoint, else the driver pod's variable, else the app's object-store location (its current
+    state generation, as the operator sets it), else a folder here."""
     if flag:
         return flag
     if environ.get(contract.ENV_CHECKPOINT_DIR):
         return environ[contract.ENV_CHECKPOINT_DIR]
+    if location:
+        return contract.checkpoint_root(location, reset_nonce)
     return os.path.join(os.getcwd(), ".streamapp", "checkpoints", app_name)
 
 
-def spark_defaults(app_name: str, store: str, environ: dict[str, str]) -> dict[str, str]:
-    """The runtime's Spark settings, applied under whatever spark.properties gave."""
+def spark_defaults(app_name: str, store: str, environ: dict[str, str],
+                   checkpoint_conf: dict[str, str] | None = None) -> dict[str, str]:
+    """The runtime's Spark settings, applied under whatever spark.properties gave; ``checkpoint_conf``:
+    the app's object-store settings (Checkpoint.spark_conf), as the operator writes them for a pod."""
     conf = {
+        **(checkpoint_conf or {}),
         "spark.master": "local[2]",
         "spark.app.name": f"streamapp-{app_name}",
         **contract.app_sql_conf(store),
@@ -154,12 +162,13 @@ def write_recorded(root: str, data: dict) -> None:
 
 def from_environment(*, checkpoint: str | None, app_name: str, kafka: str | None, available_now: bool,
                      console: bool, spark_conf: dict[str, str], postgres: dict[str, str],
-                     environ: dict[str, str] | None = None, port: int | None = None) -> Settings:
+                     environ: dict[str, str] | None = None, port: int | None = None,
+                     location: str | None = None, reset_nonce: str | None = None) -> Settings:
     env = dict(os.environ if environ is None else environ)
     uris = postgres_env_uris(env)
     uris.update({env_name(k) if k != "*" else "*": v for k, v in postgres.items()})
     return Settings(
-        checkpoint_root=checkpoint_root(checkpoint, env, app_name),
+        checkpoint_root=checkpoint_root(checkpoint, env, app_name, location, reset_nonce),
         kafka_override=kafka,
         available_now=available_now,
         console=console,

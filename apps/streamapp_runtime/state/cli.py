@@ -31,20 +31,40 @@ def run(args: argparse.Namespace) -> int:
     from streamapp_runtime.run.settings import checkpoint_root
     from streamapp_runtime.state import StateError, find_target, parse_keys
 
+    from streamapp_api.contract import is_local
+
     app = load_app(args.file)
+    checkpoint = app.spec.state.checkpoint
+    root = checkpoint_root(args.checkpoint, dict(os.environ), app.metadata.name, checkpoint.location,
+                           app.spec.state.reset_nonce)
+    # An object-store checkpoint is listed through Spark's Hadoop FileSystem: Spark starts first.
+    spark = None if is_local(root) else local_session(app)
     try:
-        target = find_target(app, checkpoint_root(args.checkpoint, dict(os.environ), app.metadata.name), args.stream)
-        keys = parse_keys(args.key, target.group_by, args.stream)
-    except StateError as exc:
-        print(f"streamapp state: {exc}", file=sys.stderr)
-        return 2
-    try:
-        rows = query(app, target, keys)
-    except StateError as exc:
-        print(f"streamapp state: {exc}", file=sys.stderr)
-        return 2
+        try:
+            target = find_target(app, root, args.stream)
+            keys = parse_keys(args.key, target.group_by, args.stream)
+            rows = query(app, target, keys)
+        except StateError as exc:
+            print(f"streamapp state: {exc}", file=sys.stderr)
+            return 2
+    finally:
+        if spark is not None:
+            from streamapp_runtime.run.session import stop_session
+
+            stop_session(spark)
     print(render(rows, target, keys, args.output))
     return 0
+
+
+def local_session(app):
+    """A local Spark for reading the state, with the app's object-store settings."""
+    from streamapp_runtime.run.session import create_session
+    from streamapp_runtime.run.settings import spark_defaults
+
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    conf = spark_defaults(app.metadata.name, app.spec.state.store, {}, app.spec.state.checkpoint.spark_conf())
+    conf.update({"spark.master": "local[1]", "spark.app.name": f"streamapp-state-{app.metadata.name}"})
+    return create_session(conf)
 
 
 def query(app, target, keys) -> list[dict]:
@@ -52,18 +72,14 @@ def query(app, target, keys) -> list[dict]:
     from pyspark.sql import SparkSession
 
     from streamapp_runtime import plan
-    from streamapp_runtime.run.session import create_session, stop_session
-    from streamapp_runtime.run.settings import spark_defaults
+    from streamapp_runtime.run.session import stop_session
     from streamapp_runtime.state import read_state
 
     options = plan.kafka_options(app, None, {})  # only to compile the plan: nothing connects to Kafka
     active = SparkSession.getActiveSession()
     if active is not None:
         return read_state(active, app, target, keys, options)
-    logging.getLogger("py4j").setLevel(logging.WARNING)
-    conf = spark_defaults(app.metadata.name, app.spec.state.store, {})
-    conf.update({"spark.master": "local[1]", "spark.app.name": f"streamapp-state-{app.metadata.name}"})
-    spark = create_session(conf)
+    spark = local_session(app)
     try:
         return read_state(spark, app, target, keys, options)
     finally:

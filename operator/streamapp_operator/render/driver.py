@@ -29,6 +29,7 @@ def _env(app: StreamApp) -> list[dict]:
         {"name": contract.ENV_CHECKPOINT_DIR, "value": names.checkpoint_dir(state.reset_nonce, state.checkpoint.location)},
         {"name": contract.ENV_METRICS_PORT, "value": str(names.METRICS_PORT)},
         {"name": contract.ENV_POD_IP, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        {"name": contract.ENV_POD_UID, "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
         {"name": "SPARK_LOCAL_DIRS", "value": names.SPARK_LOCAL_DIR},
         {"name": "HOME", "value": "/tmp"},
         {"name": contract.ENV_TERMINATION_LOG, "value": contract.TERMINATION_LOG},
