@@ -125,8 +125,17 @@ ENV_S3_ACCESS_KEY_ID = "AWS_ACCESS_KEY_ID"
 ENV_S3_SECRET_ACCESS_KEY = "AWS_SECRET_ACCESS_KEY"
 S3A_PREFIX = "spark.hadoop.fs.s3a."
 S3A_ENV_CREDENTIALS = "software.amazon.awssdk.auth.credentials.EnvironmentVariableCredentialsProvider"
-# Set only by the operator (or a local run's own spark.properties): a key pair here would sit in a ConfigMap.
-S3A_SECRET_CONF = (f"{S3A_PREFIX}access.key", f"{S3A_PREFIX}secret.key", f"{S3A_PREFIX}session.token")
+# Never in spec.sparkConf (policy.py refuses them): a key pair there would sit in the app's ConfigMap.
+# Also per bucket (fs.s3a.bucket.<bucket>.access.key …), as S3A reads them.
+S3A_SECRET_CONF = ("access.key", "secret.key", "session.token")
+
+
+def is_s3a_secret_conf(key: str) -> bool:
+    """An S3A credential setting: spark.hadoop.fs.s3a.access.key, its per-bucket twin, and the like."""
+    if not key.startswith(S3A_PREFIX):
+        return False
+    rest = key[len(S3A_PREFIX):]
+    return rest in S3A_SECRET_CONF or (rest.startswith("bucket.") and rest.endswith(tuple(f".{o}" for o in S3A_SECRET_CONF)))
 
 
 def is_local(location: str) -> bool:

@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
+from . import contract
 from .errors import InvalidSpec, Issue, issues_from_validation_error
 from .expressions import expression_sites, functions_in
 from .spec import StreamApp
@@ -154,6 +155,12 @@ def _check_spark_conf(app: StreamApp, policy: Policy) -> Iterator[Issue]:
         path = f"spec.sparkConf[{key}]"
         if not key.startswith("spark.") or any(c in key for c in "=: \t\r\n"):
             continue  # rules.py names what is wrong with the key itself
+        if contract.is_s3a_secret_conf(key):
+            yield Issue(path, f"{key!r} looks like a credential of the object store: sparkConf is copied into a "
+                        "ConfigMap that anyone who can read ConfigMaps in the namespace can read; put the key pair "
+                        "in a Secret and name it in spec.state.checkpoint.s3.secretRef (driver and executors get "
+                        f"it as {contract.ENV_S3_ACCESS_KEY_ID} and {contract.ENV_S3_SECRET_ACCESS_KEY})")
+            continue
         if _CREDENTIAL.search(key):
             yield Issue(path, f"{key!r} looks like a credential: sparkConf is copied into a ConfigMap that "
                         "anyone who can read ConfigMaps in the namespace can read; pass credentials in a Secret")

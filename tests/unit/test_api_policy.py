@@ -80,6 +80,15 @@ def test_code_loading_keys_under_safe_prefixes_are_refused(key):
     assert [i.path for i in issues] == [f"spec.sparkConf[{key}]"] and "loads code" in issues[0].message
 
 
+@pytest.mark.parametrize("key", ["spark.hadoop.fs.s3a.access.key", "spark.hadoop.fs.s3a.secret.key",
+                                 "spark.hadoop.fs.s3a.session.token", "spark.hadoop.fs.s3a.bucket.ckpt.secret.key"])
+def test_s3_key_pairs_are_refused_whatever_the_policy_pointing_at_the_secret_ref(key):
+    everything = Policy.from_mapping({"sparkConf": {"allow": ["*"]}})
+    issues = validate(app_with(sparkConf={key: "plain"}), everything)
+    assert [i.path for i in issues] == [f"spec.sparkConf[{key}]"]
+    assert "spec.state.checkpoint.s3.secretRef" in issues[0].message
+
+
 def test_an_admin_allows_more():
     document = app_with(image="registry.example/team/runtime:2",
                         sparkConf={"spark.kubernetes.node.selector.pool": "streaming", "spark.jars.packages": "a:b:1"},
