@@ -13,6 +13,7 @@ import json
 import shutil
 import subprocess
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from .paths import installed
 from .process import ManagedProcess, free_port
 
 REGION = "us-east-1"
+_DIRECTORY = 1 << 31  # Go's os.ModeDir, in the filer's listing
 
 
 class ObjectStore:
@@ -94,6 +96,51 @@ class ObjectStore:
         if out.returncode != 0 and "already exists" not in out.stdout + out.stderr:
             raise RuntimeError(f"seaweedfs: could not create bucket {name}: {out.stdout[-500:]}{out.stderr[-500:]}")
         return f"s3a://{name}"
+
+    def objects(self, bucket: str, prefix: str = "") -> list[str]:
+        """The keys of the objects under ``prefix`` in ``bucket`` (a name, or s3a://name), read from
+        SeaweedFS's filer, where every bucket is the folder /buckets/<name>."""
+        bucket = bucket.removeprefix("s3a://")
+        found, folders = [], [f"/buckets/{bucket}/{prefix.strip('/')}".rstrip("/")]
+        while folders:
+            folder, last = folders.pop(), ""
+            while True:
+                query = urllib.parse.urlencode({"limit": 1000, "lastFileName": last})
+                request = urllib.request.Request(f"{self._filer}{urllib.parse.quote(folder)}/?{query}",
+                                                 headers={"Accept": "application/json"})
+                try:
+                    with urllib.request.urlopen(request, timeout=10) as answer:  # noqa: S310 - our own server
+                        listing = json.load(answer)
+                except urllib.error.HTTPError as exc:
+                    if exc.code == 404:
+                        break
+                    raise
+                for entry in listing.get("Entries") or []:
+                    path = entry["FullPath"]
+                    if entry.get("Mode", 0) & _DIRECTORY:
+                        folders.append(path)
+                    else:
+                        found.append(path.removeprefix(f"/buckets/{bucket}/"))
+                last = listing.get("LastFileName") or ""
+                if not listing.get("ShouldDisplayLoadMore"):
+                    break
+        return sorted(found)
+
+    def text(self, bucket: str, key: str) -> str:
+        """One object's content (from the filer)."""
+        path = urllib.parse.quote(f"/buckets/{bucket.removeprefix('s3a://')}/{key}")
+        with urllib.request.urlopen(f"{self._filer}{path}", timeout=10) as answer:  # noqa: S310 - our own server
+            return answer.read().decode()
+
+    def delete(self, bucket: str, key: str) -> None:
+        """Delete one object (as a user deleting a file of the checkpoint by hand)."""
+        path = urllib.parse.quote(f"/buckets/{bucket.removeprefix('s3a://')}/{key}")
+        urllib.request.urlopen(urllib.request.Request(f"{self._filer}{path}", method="DELETE"),  # noqa: S310
+                               timeout=10).close()
+
+    @property
+    def _filer(self) -> str:
+        return f"http://{self.host}:{self.ports['filer']}"
 
     def stop(self) -> None:
         if self.proc:

@@ -1,6 +1,7 @@
 """The Postgres sink's batch ledger on real Kafka, Spark and Postgres: a new checkpoint (a state reset,
 a checkpoint deleted by hand, a second app on the same table) writes all its output, and a batch
-replayed on the same checkpoint writes nothing twice, is logged and counted.
+replayed on the same checkpoint writes nothing twice, is logged and counted (on a volume and on the
+test bed's S3 server).
 
 Expected tables are computed here in plain Python: one row per user and closed 1-minute window, where a
 window is closed once the newest event time minus the 30 s watermark has passed its end.
@@ -18,7 +19,8 @@ import psycopg
 import pytest
 
 from rt_helpers import app, produce, ts
-from streamapp_runtime.run import runner
+from streamapp_api import contract
+from streamapp_runtime.run import checkpoint_files, runner
 from streamapp_runtime.run.metrics import progress_line
 from streamapp_runtime.run.settings import Settings
 from streamapp_runtime.sinks.postgres import BATCHES
@@ -61,7 +63,7 @@ def _seconds(iso: str) -> float:
     return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() - datetime.fromisoformat("2026-01-01T00:00:00+00:00").timestamp()
 
 
-def run(spark, the_app, kafka, checkpoint: Path, dsn: str):
+def run(spark, the_app, kafka, checkpoint: Path | str, dsn: str):
     """Run every query available-now; the Metrics of the run and its progress per query."""
     settings = Settings(checkpoint_root=str(checkpoint), kafka_override=kafka.bootstrap, available_now=True,
                         metrics_port=None, postgres_uris={"*": dsn})
@@ -137,24 +139,48 @@ def test_a_checkpoint_deleted_by_hand_starts_over_and_writes_everything(spark, k
     assert table_rows(database, table) == closed_windows(first + second)
 
 
-def test_a_replayed_batch_writes_nothing_twice_and_says_so(spark, kafka, database, names, tmp_path, caplog):
+def on_s3(spark, store, name: str) -> str:
+    """A checkpoint root in a bucket of its own on the test bed's S3 server, which this test's Spark
+    reaches as a driver does (the key pair in the session's Hadoop settings: tests only; a pod gets it
+    from the app's Secret)."""
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    for key, value in store.spark_conf().items():
+        hadoop.set(key.removeprefix("spark.hadoop."), value)
+    return contract.checkpoint_root(f"{store.create_bucket(name)}/{name}", None)
+
+
+def delete_file(location: str, store) -> None:
+    """Delete one file of a checkpoint by hand: on the volume with Hadoop's checksum of it, on S3 the object."""
+    if store is None:
+        path = Path(checkpoint_files.local_path(location))
+        path.unlink()
+        (path.parent / f".{path.name}.crc").unlink(missing_ok=True)
+    else:
+        bucket, key = location.removeprefix("s3a://").split("/", 1)
+        store.delete(bucket, key)
+
+
+@pytest.mark.parametrize("store", ["volume", "s3"])
+def test_a_replayed_batch_writes_nothing_twice_and_says_so(spark, kafka, database, names, tmp_path, caplog, store,
+                                                           request):
     topic, table = names("payments"), "per_minute"
     create_topic(kafka.bootstrap, topic, partitions=2)
     payments = events(["ana", "bo", "cy", "di"], range(0, 6))
     produce(kafka.bootstrap, topic, [(e["user"], e) for e in payments])
-    checkpoint = tmp_path / "checkpoint"
+    object_store = request.getfixturevalue("object_store") if store == "s3" else None
+    checkpoint = on_s3(spark, object_store, f"ledger-{uuid.uuid4().hex[:8]}") if object_store else str(tmp_path / "checkpoint")
     the_app = manifest("totals", topic, table)
     run(spark, the_app, kafka, checkpoint, database)
     # A crash after the sink wrote a batch but before Spark recorded its commit: the batch runs again.
-    commits = sorted((checkpoint / the_app.spec.sinks[0].query_name / "commits").glob("[0-9]*"), key=lambda p: int(p.name))
+    commits_dir = contract.join(contract.query_checkpoint(checkpoint, the_app.spec.sinks[0].query_name), "commits")
+    commits = sorted((int(n) for n in checkpoint_files.names(commits_dir) if n.isdigit()))
     with psycopg.connect(database) as conn:
         ledger_batches = {b for (b,) in conn.execute(f"SELECT DISTINCT batch_id FROM {BATCHES}")}
         conn.execute(f"UPDATE {table} SET total = -1")  # so a second write would show
-    last_written = max(int(p.name) for p in commits if int(p.name) in ledger_batches)
-    for p in commits:
-        if int(p.name) >= last_written:
-            p.unlink()
-            (p.parent / f".{p.name}.crc").unlink(missing_ok=True)  # Hadoop's checksum of it
+    last_written = max(b for b in commits if b in ledger_batches)
+    for batch in commits:
+        if batch >= last_written:
+            delete_file(contract.join(commits_dir, str(batch)), object_store)
     caplog.set_level(logging.WARNING, logger="streamapp.runtime")
     metrics = run(spark, the_app, kafka, checkpoint, database)
     query = next(iter(metrics.totals))
