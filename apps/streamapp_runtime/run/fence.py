@@ -12,7 +12,8 @@ deleted, so the latest writer is the legitimate one.
 A driver taking over from one that did not release the marker (killed, lost) waits ``takeover_wait``
 (twice the check interval) before its first query, so that the old one, if it still runs and reaches
 the checkpoint, has seen the marker and stopped. What remains: an old driver that cannot reach the
-checkpoint cannot write to it either; one whose reads fail stops too (see ``lost``).
+checkpoint cannot write to it either; one whose reads of the marker fail keeps running (see ``lost``),
+as its writes to the checkpoint fail alike.
 """
 
 from __future__ import annotations
