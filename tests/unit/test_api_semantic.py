@@ -237,7 +237,7 @@ def test_defaults_and_helpers():
     scaling = spec.scaling.with_load_defaults()
     assert (scaling.target_utilization, scaling.catch_up, scaling.scale_up_window, scaling.scale_down_window) == \
         (0.7, "5m", "30s", "5m")
-        assert spec.state.checkpoint.access_modes == ["ReadWriteOnce"] and spec.state.retain_on_delete
+    assert spec.state.checkpoint.access_modes == ["ReadWriteOnce"] and spec.state.retain_on_delete
     assert spec.state.checkpoint.size == "10Gi" and spec.state.checkpoint.location is None
     assert spec.sources[0].starting_offsets == "earliest" and spec.sources[0].format == "json"
     assert spec.sinks[0].query_name == "out-out"
