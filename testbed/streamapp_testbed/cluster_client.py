@@ -67,16 +67,19 @@ class ClusterClient:
                 for arg in ("--set", f"{key}={value}")]
         return self.helm(*verb, "streamapp", str(CHART), "-n", namespace, *sets)
 
-    def install_operator(self, namespace: str, kafka_bootstrap: str, postgres_dsn: str, values: dict[str, str]) -> None:
+    def install_operator(self, namespace: str, kafka_bootstrap: str, postgres_dsn: str, values: dict[str, str],
+                         app_ports: tuple[str, ...] = ()) -> None:
         """The chart into `namespace` (created), watching it, admission webhook and NetworkPolicies on;
-        the test bed's Kafka and Postgres listen on ports of their own, allowed out of the operator's
-        and the apps' NetworkPolicies as a user would (where the network plugin enforces them)."""
+        the test bed's Kafka and Postgres (and `app_ports`, e.g. its S3 server) listen on ports of their
+        own, allowed out of the operator's and the apps' NetworkPolicies as a user would (where the
+        network plugin enforces them)."""
         self.kubectl("create", "namespace", namespace, check=False)
         kafka_port, pg_port = kafka_bootstrap.rsplit(":", 1)[1], postgres_dsn.rsplit(":", 1)[1].split("/")[0]
+        app_egress = ",".join(("53/UDP", "53/TCP", "443", "6443", kafka_port, pg_port, *app_ports))
         self.chart(namespace, "upgrade", "--install", "--wait", "--timeout", "5m",
                    values={"networkPolicy.enabled": "true",
                            "networkPolicy.egressPorts": f"{{53/UDP,53/TCP,443,6443,9090,{kafka_port}}}",
-                           "appNetworkPolicies.egressPorts": f"{{53/UDP,53/TCP,443,6443,{kafka_port},{pg_port}}}",
+                           "appNetworkPolicies.egressPorts": f"{{{app_egress}}}",
                            **values})
 
     def uninstall_operator(self, namespace: str) -> None:

@@ -126,12 +126,26 @@ def prometheus(e2e_cluster, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def operator(e2e_cluster, prometheus):
+def cluster_object_store(e2e_cluster, tmp_path_factory):
+    """The test bed's S3-compatible server on the node's address, where pods reach it (checkpoints)."""
+    from streamapp_testbed.s3 import ObjectStore
+
+    store = ObjectStore(tmp_path_factory.mktemp("s3"), host=e2e_cluster.node_ip)
+    try:
+        yield store.start()
+    finally:
+        store.stop()
+
+
+@pytest.fixture(scope="session")
+def operator(e2e_cluster, prometheus, cluster_object_store):
     """The operator installed by its chart into the e2e namespace (removed with everything after)."""
     from e2e_clicks import NS, RUN
 
     c = e2e_cluster
-    c.install_operator(NS, c.kafka_bootstrap, c.postgres_dsn, values={"operator.scaleDebounce": "5", "operator.resync": "10"})
+    s3_port = cluster_object_store.endpoint.rsplit(":", 1)[1]  # checkpoints on S3 (test_click_sessions_s3)
+    c.install_operator(NS, c.kafka_bootstrap, c.postgres_dsn, values={"operator.scaleDebounce": "5", "operator.resync": "10"},
+                       app_ports=(s3_port,))
     yield c
     if c.discarded_after:  # cluster.down() ends every pod and process, and the next up starts afresh
         return

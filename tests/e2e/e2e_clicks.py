@@ -27,18 +27,18 @@ __all__ = ["round_events", "wait_for"]
 
 
 # --- the cluster side ----------------------------------------------------------------------------
-def running(cluster, component: str) -> list[dict]:
+def running(cluster, component: str, app: str = APP) -> list[dict]:
     """Pods of the component that run and are not being deleted."""
-    return cluster.running(NS, APP, component)
+    return cluster.running(NS, app, component)
 
 
-def app_object(cluster) -> dict:
-    return cluster.app_object(NS, APP)
+def app_object(cluster, app: str = APP) -> dict:
+    return cluster.app_object(NS, app)
 
 
-def new_driver(cluster, old_uid: str):
+def new_driver(cluster, old_uid: str, app: str = APP):
     """The running driver pod when it is not the one with `old_uid`, else None."""
-    return next((p for p in running(cluster, "driver") if p["metadata"]["uid"] != old_uid), None)
+    return next((p for p in running(cluster, "driver", app) if p["metadata"]["uid"] != old_uid), None)
 
 
 def executors_follow(cluster, count: int):
@@ -62,9 +62,9 @@ LATE = clickstream.Click("user-late", "user-late-s0", "click", 7, clickstream.ST
 MALFORMED = "{not json"
 
 
-def produce(bootstrap: str, events: list[clickstream.Click], extra: tuple[str, ...] = ()) -> None:
-    cluster_apps.produce(bootstrap, TOPIC, events, extra)
+def produce(bootstrap: str, events: list[clickstream.Click], extra: tuple[str, ...] = (), topic: str = TOPIC) -> None:
+    cluster_apps.produce(bootstrap, topic, events, extra)
 
 
-def outputs_exact(cluster, events: list[clickstream.Click]):
-    return cluster_apps.outputs_exact(cluster.kafka_bootstrap, cluster.postgres_dsn, OUT, TABLE, events)
+def outputs_exact(cluster, events: list[clickstream.Click], topic: str = OUT, table: str = TABLE):
+    return cluster_apps.outputs_exact(cluster.kafka_bootstrap, cluster.postgres_dsn, topic, table, events)
