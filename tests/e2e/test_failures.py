@@ -1,0 +1,126 @@
+"""An app that is not running says why, for the causes only a real kubelet makes (the test bed's
+kwok cannot pull images, run a JVM or kill one out of memory): the reason in the Ready condition and
+`kubectl get sapp`, the message naming the cause, within 30 s of it (the driver's start aside), and
+a failed driver's last words in status.lastRestart.message while the failed pod is kept.
+
+The node has 2 cores and every driver asks for one, so the apps run one after another, after the
+click-sessions app of test_click_sessions.py is suspended."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from e2e_clicks import APP, CLASS, NS, RUN, VERSION, wait_for
+from streamapp_testbed import cluster_apps, kafka_admin
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
+WITHIN = 30
+
+
+def _app(c, name: str, topic: str, **spec) -> dict:
+    doc = {"apiVersion": "streamapp.io/v1alpha1", "kind": "StreamApp", "metadata": {"name": name, "namespace": NS},
+           "spec": {"kafka": {"bootstrapServers": c.kafka_bootstrap},
+                    "sources": [{"name": "lines", "topic": topic, "format": "string", "startingOffsets": "earliest"}],
+                    "streams": [{"name": "counts", "from": "lines", "steps": [
+                        {"filter": "cast(value as int) > 0"},
+                        {"aggregate": {"groupBy": ["value"], "columns": {"n": "count(*)"}}}], "emit": "updates"}],
+                    "sinks": [{"from": "counts", "kafka": {"topic": f"{topic}-out"}}],
+                    "executors": 1, "driver": {"cores": 1, "memory": "1g"}, "executor": {"cores": 1, "memory": "1g"},
+                    "sparkConf": {"spark.kubernetes.executor.request.cores": "250m"},
+                    "state": {"checkpoint": {"size": "1Gi", "storageClassName": CLASS}},
+                    # long enough to read the failed driver while it is kept
+                    "restartPolicy": {"backoff": "60s", "maxBackoff": "60s"}}}
+    doc["spec"].update(spec)
+    c.apply(cluster_apps.hostpath_volume(f"streamapp-e2e-{RUN}-{name}", c.volume_dir(f"{RUN}-{name}"), CLASS), doc)
+    return doc
+
+
+def _status(c, name: str) -> dict:
+    return json.loads(c.kubectl("get", "sapp", name, "-n", NS, "-o", "json").stdout).get("status") or {}
+
+
+def _ready(c, name: str) -> dict:
+    return next((x for x in _status(c, name).get("conditions", []) if x["type"] == "Ready"), {})
+
+
+def _driver(c, name: str) -> dict:
+    return json.loads(c.kubectl("get", "pod", f"{name}-driver", "-n", NS, "-o", "json").stdout)
+
+
+def _gone(c, name: str) -> None:
+    c.kubectl("delete", "sapp", name, "-n", NS, "--wait=true", "--timeout=120s", check=False)
+    wait_for(f"{name}'s driver gone", lambda: c.kubectl("get", "pod", f"{name}-driver", "-n", NS,
+                                                         check=False).returncode != 0, timeout=180)
+
+
+def _started(c, name: str, timeout: float = 300) -> None:
+    """Wait for the driver container to have started (the JVM's time to come up is not the operator's)."""
+    wait_for(f"{name}'s driver started", lambda: any(
+        s.get("state", {}).get("running") or s.get("state", {}).get("terminated")
+        for s in _driver(c, name).get("status", {}).get("containerStatuses", [])), timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def topic(operator) -> str:
+    """Room on the node (the click-sessions app suspended) and a topic with a record Spark refuses to
+    cast to a number, which `streamapp validate` cannot know."""
+    c = operator
+    c.kubectl("patch", "sapp", APP, "-n", NS, "--type=merge", "-p", '{"spec":{"suspend":true}}', check=False)
+    wait_for("the click-sessions pods gone (their cores free)", lambda: not json.loads(c.kubectl(
+        "get", "pods", "-n", NS, "-l", f"streamapp.io/app={APP}", "-o", "json").stdout)["items"], timeout=300)
+    name = f"failures-{RUN}"
+    kafka_admin.create_topic(c.kafka_bootstrap, name, partitions=1)
+    kafka_admin.produce(c.kafka_bootstrap, name, [(None, "abc")])
+    return name
+
+
+def _why(c, name: str, reasons: tuple[str, ...]):
+    """The status once its reason is one of ``reasons``; else what it says (for the failure message)."""
+    status = _status(c, name)
+    if status.get("reason") in reasons:
+        return status
+    pod = json.loads(c.kubectl("get", "pod", f"{name}-driver", "-n", NS, "-o", "json", check=False).stdout or "{}")
+    return f"{status.get('reason')}: {status.get('message')}; pod: {pod.get('status', {}).get('containerStatuses')}"
+
+
+def test_an_image_that_cannot_be_pulled(operator, topic):
+    c = operator
+    _app(c, "no-image", topic, image=f"streamapp/runtime:{VERSION}-does-not-exist", imagePullPolicy="Never")
+    ready = wait_for("ImagePullFailed", lambda: (r := _ready(c, "no-image")).get("reason") == "ImagePullFailed" and r,
+                     timeout=WITHIN + 30)  # the pod's scheduling and the kubelet's first try included
+    assert f"image streamapp/runtime:{VERSION}-does-not-exist cannot be pulled (ErrImageNeverPull" in ready["message"]
+    assert "ImagePullFailed" in c.kubectl("get", "sapp", "no-image", "-n", NS).stdout
+    _gone(c, "no-image")
+
+
+def test_a_pipeline_spark_refuses_leaves_its_error_in_status_an_event_and_the_kept_pod(operator, topic):
+    c = operator
+    _app(c, "bad-cast", topic)
+    _started(c, "bad-cast")
+    status = wait_for("PipelineError", lambda: _why(c, "bad-cast", ("PipelineError",)), timeout=240)
+    assert "CAST_INVALID_INPUT" in status["message"] and "'abc'" in status["message"], status["message"]
+    assert status["lastRestart"]["message"].startswith("PipelineError: query ")
+    assert "CAST_INVALID_INPUT" in status["lastRestart"]["message"] and status["lastRestart"]["exitCode"] == 1
+    kept = _driver(c, "bad-cast")  # kept during the backoff: `kubectl logs` still reads it
+    assert kept["status"]["phase"] == "Failed"
+    logs = c.kubectl("logs", "bad-cast-driver", "-n", NS)
+    assert "CAST_INVALID_INPUT" in logs.stdout + logs.stderr
+    events = c.kubectl("get", "events", "-n", NS, "--field-selector",
+                       "involvedObject.kind=StreamApp,involvedObject.name=bad-cast,reason=DriverFailed").stdout
+    assert "CAST_INVALID_INPUT" in events, events
+    _gone(c, "bad-cast")
+
+
+def test_a_driver_killed_out_of_memory(operator, topic):
+    # Spark's driver JVM and the runtime's Python take more than the 513Mi limit of a 512m heap with
+    # 1m of overhead (Spark refuses a heap under 450 MiB): the kernel kills the container
+    c = operator
+    _app(c, "too-small", topic, driver={"cores": 1, "memory": "512m", "memoryOverhead": "1m"},
+         streams=[{"name": "counts", "from": "lines", "steps": [
+             {"aggregate": {"groupBy": ["value"], "columns": {"n": "count(*)"}}}], "emit": "updates"}])
+    _started(c, "too-small")
+    status = wait_for("OOMKilled", lambda: _why(c, "too-small", ("OOMKilled", "CrashLoop")), timeout=240)
+    assert "out of memory" in status["message"] and "raise spec.driver.memory (now 512m)" in status["message"], status
+    _gone(c, "too-small")
