@@ -40,6 +40,10 @@ def referenced_secrets(app: StreamApp) -> list[tuple[str, str | None, str]]:
         if sink.postgres is not None:
             ref = sink.postgres.secret_ref
             refs.append((ref.name, ref.key, f"spec.sinks[{i}].postgres.secretRef"))
+    s3 = app.spec.state.checkpoint.s3
+    if s3 is not None and s3.secret_ref is not None:  # the object-store checkpoint's key pair
+        ref, field = s3.secret_ref, "spec.state.checkpoint.s3.secretRef"
+        refs += [(ref.name, ref.access_key_id_key, field), (ref.name, ref.secret_access_key_key, field)]
     return refs
 
 

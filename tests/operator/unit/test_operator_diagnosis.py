@@ -104,6 +104,12 @@ def test_a_failed_driver_says_why(pod, restarts, reason, says):
         assert text in why.message, why.message
 
 
+def test_an_object_store_checkpoint_names_both_keys_of_its_secret():
+    app = make_app(state={"checkpoint": {"location": "s3a://bucket/apps", "s3": {"secretRef": {"name": "s3-keys"}}}})
+    field = "spec.state.checkpoint.s3.secretRef"
+    assert referenced_secrets(app) == [("s3-keys", "AWS_ACCESS_KEY_ID", field), ("s3-keys", "AWS_SECRET_ACCESS_KEY", field)]
+
+
 def test_missing_secrets_and_keys_are_named_with_the_field_that_names_them():
     app = make_app(kafka={"bootstrapServers": "kafka:9092", "secretRef": {"name": "kafka-auth"}})
     assert referenced_secrets(app) == [("kafka-auth", None, "spec.kafka.secretRef")]
