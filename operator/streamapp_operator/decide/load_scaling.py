@@ -39,8 +39,7 @@ def load_sizing(obs: Observed, app: StreamApp, memory: Memory, shuffle_partition
     current = obs.driver.executors if obs.driver.pod.state in ("pending", "running") else None
     if current is None:
         # No driver: the next one starts with the last decision; a first one, from the partitions.
-        start = decided_before or desired_executors(None if obs.kafka.missing_topics else obs.kafka.partitions,
-                                                    spec.model_copy(update={"executors": None}))
+        start = decided_before or desired_executors(None if obs.kafka.missing_topics else obs.kafka.partitions, spec)
         why = "the last decision" if decided_before else f"{obs.kafka.partitions} partitions, until the load is measured"
         status = _status(before, start, f"starting with {start} executors ({why})", None, now) if start else \
             {"mode": "load", "reason": "waiting for partition counts to size the first driver"}
