@@ -98,5 +98,5 @@ def test_kubectl_scale_sets_executors_and_get_shows_the_printer_columns(crd):
     refused = crd.kubectl("scale", "-n", "api-scale", f"sapp/{name}", "--replicas=0", check=False)
     assert refused.returncode != 0
     header = crd.kubectl("get", "-n", "api-scale", "sapp").stdout.splitlines()[0].split()
-    assert header == ["NAME", "PHASE", "EXECUTORS", "PARTITIONS", "LAG", "RESTARTS", "AGE"]
+    assert header == ["NAME", "PHASE", "REASON", "EXECUTORS", "PARTITIONS", "LAG", "RESTARTS", "AGE"]
     crd.kubectl("delete", "namespace", "api-scale", "--wait=false")
