@@ -29,7 +29,8 @@ def _app(c, name: str, topic: str, **spec) -> dict:
                     "sinks": [{"from": "counts", "kafka": {"topic": f"{topic}-out"}}],
                     "executors": 1, "driver": {"cores": 1, "memory": "1g"}, "executor": {"cores": 1, "memory": "1g"},
                     "sparkConf": {"spark.kubernetes.executor.request.cores": "250m"},
-                    "state": {"checkpoint": {"size": "1Gi", "storageClassName": CLASS}},
+                    # the hostPath volume below offers ReadWriteMany only (a ReadWriteOnce claim would not bind)
+                    "state": {"checkpoint": {"size": "1Gi", "storageClassName": CLASS, "accessModes": ["ReadWriteMany"]}},
                     # long enough to read the failed driver while it is kept
                     "restartPolicy": {"backoff": "60s", "maxBackoff": "60s"}}}
     doc["spec"].update(spec)
