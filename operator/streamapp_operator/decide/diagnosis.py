@@ -106,7 +106,8 @@ def claim_pending(app: StreamApp, claim: Claim) -> Diagnosis | None:
                 "storageClassName, mark a storage class default, or create a PersistentVolume for it")
     elif "access mode" in said.lower() or "accessmode" in said.lower():
         todo = (f"storage class {cls or '(default)'} does not offer {modes}; set spec.state.checkpoint.accessModes "
-                "(ReadWriteOnce keeps executors on one node) or use a class that offers it")
+                "(ReadWriteOnce keeps executors on one node), use a class that offers it, or put the checkpoint "
+                "on an object store (spec.state.checkpoint.location: s3a://…)")
     elif "waiting for a volume to be created" in said or "ExternalProvisioning" in said:
         todo = (f"no volume provisioned yet by the provisioner of storage class {cls or '(default)'}; check that "
                 f"it runs and offers {modes} (set spec.state.checkpoint.accessModes to what it offers)")
