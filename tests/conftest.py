@@ -8,6 +8,8 @@ bed's own kubeconfig.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 
 import pytest
@@ -109,6 +111,9 @@ def spark(tmp_path_factory):
         stop_session(session)
 
 
+SCRATCH = pytest.StashKey[str]()
+
+
 def pytest_configure(config):
     # pytest finds the packages through pyproject's `pythonpath`; Spark's Python workers and the
     # processes tests start find them through the environment, as under the Makefile.
@@ -122,6 +127,21 @@ def pytest_configure(config):
             os.environ.setdefault(key, value)
     except FileNotFoundError:
         pass
+    # Scratch space of this run, removed at its end: Spark's local dirs (a driver killed with -9
+    # never removes its own, and a run used to leave ~80 of them under /tmp), helm's home, the
+    # webhook's certificates, whatever a test's tempfile.mkdtemp makes.
+    # tmp_path stays where pytest keeps its last three runs' folders, for a look after a failure.
+    os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())
+    scratch = tempfile.mkdtemp(prefix="streamapp-tests-")
+    os.chmod(scratch, 0o755)  # Postgres runs as its own user and must reach its folder in here
+    config.stash[SCRATCH] = scratch
+    os.environ["TMPDIR"] = os.environ["SPARK_LOCAL_DIRS"] = tempfile.tempdir = scratch
+
+
+def pytest_unconfigure(config):
+    scratch = config.stash.get(SCRATCH, None)
+    if scratch:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 LEVELS = {"unit", "integration", "e2e"}
