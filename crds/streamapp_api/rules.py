@@ -15,6 +15,7 @@ from .contract import SPARK_DRIVER_SCOPE_CONF
 from .durations import parse_duration
 from .errors import Issue
 from .expressions import sql_problems
+from .pods import placement_issues
 from .sources import SCHEMA_TYPE_HELP, SPARK_MANAGED_KAFKA_OPTIONS, Source, SparkTypeError, Table, parse_spark_type
 from .spec import APP_NAME_HELP, APP_NAME_PATTERN, StreamApp
 from .steps import SHUFFLING_STEPS, STEP_KEYS, Join, Step, Window
@@ -181,6 +182,8 @@ def check_settings(app: StreamApp) -> Iterator[Issue]:
             yield Issue(path, f"{key!r} is managed by the operator and cannot be set here; {hint}")
     yield from _check_checkpoint(app)
     yield from _check_capacity(app)
+    for role in ("driver", "executor"):
+        yield from (Issue(path, message) for path, message in placement_issues(getattr(spec, role), f"spec.{role}"))
 
 
 def _check_checkpoint(app: StreamApp) -> Iterator[Issue]:

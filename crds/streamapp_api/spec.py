@@ -6,10 +6,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .base import MAX_LIST, ApiModel, Name, api_config, cel
+from .base import MAX_LIST, ApiModel, K8sName, Name, api_config, cel
 from .changes import IGNORE, RESCALE, RESTART, ByField, ByItem, BySteps, ChangeClass
 from .checkpoint import Checkpoint
 from .durations import Duration, SparkMemory, cel_millis
+from .pods import PodPlacement
 from .sinks import DELIVERY_DESCRIPTION, Delivery, Sink
 from .sources import Kafka, Source, Table
 from .status import StreamAppStatus
@@ -149,8 +150,8 @@ class Scaling(ApiModel):
 LOAD_DEFAULTS = {"target_utilization": 0.7, "catch_up": "5m", "scale_up_window": "30s", "scale_down_window": "5m"}
 
 
-class Resources(ApiModel):
-    """CPU and memory of a Spark process."""
+class Resources(PodPlacement):
+    """CPU and memory of a Spark process, and where its pods run."""
 
     cores: int = Field(default=1, ge=1, le=64, description="CPU cores (and Spark task slots).")
     memory: SparkMemory = Field(default="2g", description="JVM heap, e.g. 2g or 2Gi.")
@@ -161,7 +162,7 @@ class Resources(ApiModel):
 
 
 class ExecutorResources(Resources):
-    """CPU and memory of each executor."""
+    """CPU and memory of each executor, and where executor pods run."""
 
     cores: int = Field(default=2, ge=1, le=64, description="CPU cores per executor (partitions processed at once).")
 
@@ -235,6 +236,11 @@ class StreamAppSpec(ApiModel):
     image_pull_policy: Annotated[Literal["Always", "IfNotPresent", "Never"] | None, RESTART] = Field(
         default=None, description="Image pull policy. Default: Kubernetes' (IfNotPresent unless :latest)."
     )
+    image_pull_secrets: Annotated[list[K8sName] | None, RESTART] = Field(
+        default=None, max_length=16,
+        description="Secrets (kubernetes.io/dockerconfigjson) in the app's namespace to pull the runtime image "
+        "for the driver and the executors from a private registry.",
+    )
     kafka: Annotated[Kafka, RESTART] = Field(description=Kafka.__doc__)
     sources: Annotated[list[Source], ByItem()] = Field(
         min_length=1, max_length=MAX_LIST, description="Streams read from Kafka (KStream).",
@@ -291,7 +297,7 @@ class StreamAppSpec(ApiModel):
         "partition count again.",
     )
     driver: Annotated[Resources, RESTART] = Field(
-        default_factory=Resources, description="Driver resources.", json_schema_extra={"default": {}}
+        default_factory=Resources, description="Driver: resources and placement.", json_schema_extra={"default": {}}
     )
     executor: Annotated[ExecutorResources, RESTART] = Field(
         default_factory=ExecutorResources, description=ExecutorResources.__doc__, json_schema_extra={"default": {}}

@@ -52,3 +52,17 @@ def metadata(app: StreamApp, uid: str, name: str, component: str, owned: bool = 
 
 def image_of(app: StreamApp, launch: Launch) -> str:
     return app.spec.image or launch.default_image
+
+
+def placed(pod_spec: dict, metadata: dict, app: StreamApp, placement) -> dict:
+    """The user's node selector, tolerations, labels and annotations (``spec.driver`` or ``spec.executor``)
+    and the app's image pull secrets on a pod; the operator's own labels and annotations win (the API
+    refuses user keys under its prefixes anyway)."""
+    pod_spec.update(placement.pod_spec_fields())
+    if app.spec.image_pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": name} for name in app.spec.image_pull_secrets]
+    for key in ("labels", "annotations"):
+        given = getattr(placement, key)
+        if given:
+            metadata[key] = {**given, **(metadata.get(key) or {})}
+    return pod_spec

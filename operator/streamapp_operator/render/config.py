@@ -15,7 +15,7 @@ import yaml
 from streamapp_api import StreamApp, contract, spark_memory
 
 from .. import names
-from .common import CONTAINER_SECURITY, POD_SECURITY, Launch, image_of, metadata, namespace_of
+from .common import CONTAINER_SECURITY, POD_SECURITY, Launch, image_of, metadata, namespace_of, placed
 from .security import EXECUTOR_MASTER_ENV, SPARK_SECURITY_CONF, auth_mount, auth_volume
 from .storage import s3_credentials_env
 
@@ -116,6 +116,7 @@ def executor_template(app: StreamApp) -> dict:
     }
     if app.spec.state.checkpoint.executors_on_driver_node:
         template["spec"]["affinity"] = _on_driver_node(app)
+    placed(template["spec"], template["metadata"], app, app.spec.executor)
     return template
 
 

@@ -11,7 +11,7 @@ import copy
 from streamapp_api import StreamApp, contract, spark_memory_mib
 
 from .. import names
-from .common import CONTAINER_SECURITY, POD_SECURITY, Launch, image_of, metadata
+from .common import CONTAINER_SECURITY, POD_SECURITY, Launch, image_of, metadata, placed
 from .security import auth_mount, auth_volume
 from .storage import s3_credentials_env
 
@@ -107,7 +107,7 @@ def render_driver_pod(app: StreamApp, uid: str, launch: Launch, config_hash: str
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": meta,
-        "spec": {
+        "spec": placed({
             "serviceAccountName": names.service_account(name),
             "automountServiceAccountToken": True,
             "restartPolicy": "Never",
@@ -124,5 +124,5 @@ def render_driver_pod(app: StreamApp, uid: str, launch: Launch, config_hash: str
                 {"name": "spark-local", "emptyDir": {}},
                 auth_volume(app),
             ],
-        },
+        }, meta, app, app.spec.driver),
     }

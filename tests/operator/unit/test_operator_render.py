@@ -129,3 +129,25 @@ def test_executors_start_from_a_locked_down_pod_template():
     assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
     assert template["spec"]["automountServiceAccountToken"] is False
     assert "&id" not in config["data"]["executor-template.yaml"]  # no YAML aliases of shared objects
+
+
+def test_driver_and_executors_are_placed_where_the_spec_says_and_pull_with_its_secrets():
+    spot = {"key": "spot", "operator": "Exists", "effect": "NoSchedule"}
+    objects = _objects(imagePullSecrets=["registry-creds"],
+                       driver={"nodeSelector": {"pool": "on-demand"}, "annotations": {"sidecar.istio.io/inject": "false"}},
+                       executor={"nodeSelector": {"pool": "spot"}, "tolerations": [spot], "labels": {"team": "obs"}})
+    pod = objects["Pod"]
+    template = yaml.safe_load(objects["ConfigMap"]["data"]["executor-template.yaml"])
+    assert pod["spec"]["nodeSelector"] == {"pool": "on-demand"} and "tolerations" not in pod["spec"]
+    assert template["spec"]["nodeSelector"] == {"pool": "spot"} and template["spec"]["tolerations"] == [spot]
+    assert pod["spec"]["imagePullSecrets"] == template["spec"]["imagePullSecrets"] == [{"name": "registry-creds"}]
+    assert pod["metadata"]["annotations"]["sidecar.istio.io/inject"] == "false"
+    assert pod["metadata"]["annotations"][names.ANN_CONFIG_HASH]  # the operator's own are all still there
+    assert template["metadata"]["labels"] == {"team": "obs", **names.labels(pod["metadata"]["labels"][names.LABEL_APP],
+                                                                             "executor")}
+
+
+def test_an_app_without_placement_renders_no_placement_fields():
+    pod, template = _objects()["Pod"], yaml.safe_load(_objects()["ConfigMap"]["data"]["executor-template.yaml"])
+    for spec in (pod["spec"], template["spec"]):
+        assert not {"nodeSelector", "tolerations", "imagePullSecrets"} & set(spec)
