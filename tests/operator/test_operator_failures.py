@@ -30,6 +30,8 @@ def _cases(bootstrap: str, topic: str) -> dict[str, tuple[dict, str, str, list[s
                     ["Insufficient memory", "spec.driver.memory 300g"]),
         "too-many-cores": ({"driver": {"cores": 64}}, "Ready", "Unschedulable",
                            ["Insufficient cpu", "spec.driver.cores"]),
+        "no-pool": ({"driver": {"nodeSelector": {"pool": "none"}}}, "Ready", "Unschedulable",
+                    ["didn't match Pod's node affinity/selector", "spec.driver.nodeSelector (pool=none)"]),
         "no-pg": ({"sinks": [sink, POSTGRES]}, "Ready", "SecretMissing",
                   ['Secret "pg" not found (spec.sinks[1].postgres.secretRef)', "create secret generic pg"]),
         "no-key": ({"sinks": [sink, {**POSTGRES, "postgres": {**POSTGRES["postgres"],

@@ -128,7 +128,11 @@ def unschedulable(app: StreamApp, said: str) -> Diagnosis:
     if "Insufficient cpu" in said:
         hints.append(f"the driver asks for {spec.cores} cores (spec.driver.cores): lower it or add nodes")
     if "taint" in said:
-        hints.append("the nodes have taints the driver does not tolerate: untaint a node for it")
+        hints.append("the nodes have taints the driver does not tolerate: add spec.driver.tolerations "
+                     "or untaint a node for it")
+    if "node affinity/selector" in said and spec.node_selector:
+        wanted = ", ".join(f"{k}={v}" for k, v in sorted(spec.node_selector.items()))
+        hints.append(f"no node has the labels of spec.driver.nodeSelector ({wanted}): label a node or change it")
     if "unbound" in said and "PersistentVolumeClaim" in said:
         hints.append(f"the checkpoint claim {names.checkpoint_claim(app.metadata.name)} is not bound: "
                      "kubectl describe pvc")

@@ -168,3 +168,11 @@ def test_a_refused_change_shows_in_the_reason_column_while_the_driver_runs():
     assert p.status["phase"] == "Running" and p.status["reason"] == "IncompatibleChange"
     assert p.status["message"].startswith("change refused: spec.state.store")
     assert "reason" not in plan(world(), SETTINGS, Memory(), T0).status  # all well: the column is empty
+
+
+def test_a_driver_no_node_is_labelled_for_names_its_node_selector():
+    app = make_app(driver={"nodeSelector": {"karpenter.sh/capacity-type": "on-demand", "pool": "streaming"}})
+    said = "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector."
+    why = pending_driver(app, replace(PENDING, unschedulable=said), None, IMAGE)
+    assert why.reason == "Unschedulable"
+    assert "spec.driver.nodeSelector (karpenter.sh/capacity-type=on-demand, pool=streaming)" in why.message
