@@ -60,6 +60,8 @@ COPY src/streamapp_api /opt/streamapp/streamapp_api
 COPY src/streamapp_runtime /opt/streamapp/streamapp_runtime
 COPY bin/streamapp /opt/venv/bin/streamapp
 COPY entrypoint.sh /opt/entrypoint.sh
+# the executors' preStop hook with spark.decommission.enabled (Spark's default path)
+COPY decom.sh /opt/decom.sh
 ENV JAVA_HOME=/opt/java SPARK_HOME=/opt/spark PYSPARK_PYTHON=/opt/venv/bin/python \
     PYSPARK_DRIVER_PYTHON=/opt/venv/bin/python
 RUN echo /opt/streamapp >"$(/opt/venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/streamapp.pth" \

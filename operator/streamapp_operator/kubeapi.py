@@ -20,10 +20,12 @@ from streamapp_api import GROUP, PLURAL, VERSION
 PLURALS = {
     "Pod": "pods", "Secret": "secrets", "Service": "services", "ConfigMap": "configmaps", "ServiceAccount": "serviceaccounts",
     "PersistentVolumeClaim": "persistentvolumeclaims", "Event": "events", "Role": "roles",
-    "RoleBinding": "rolebindings", "NetworkPolicy": "networkpolicies", "StreamApp": PLURAL,
+    "RoleBinding": "rolebindings", "NetworkPolicy": "networkpolicies", "PodDisruptionBudget": "poddisruptionbudgets",
+    "StreamApp": PLURAL,
 }
 API_VERSIONS = {"Role": "rbac.authorization.k8s.io/v1", "RoleBinding": "rbac.authorization.k8s.io/v1",
-                "NetworkPolicy": "networking.k8s.io/v1", "StreamApp": f"{GROUP}/{VERSION}"}
+                "NetworkPolicy": "networking.k8s.io/v1", "PodDisruptionBudget": "policy/v1",
+                "StreamApp": f"{GROUP}/{VERSION}"}
 MERGE = "application/merge-patch+json"
 TIMEOUT = 30
 FAN_OUT = 48  # requests of all reconciles in flight at once (Kube.gather)

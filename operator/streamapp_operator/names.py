@@ -64,6 +64,10 @@ def spark_auth_secret(app: str) -> str:
     return f"{app}-spark-auth"
 
 
+def disruption_budget(app: str) -> str:
+    return f"{app}-driver"
+
+
 def network_policy(app: str) -> str:
     return f"{app}-spark"
 

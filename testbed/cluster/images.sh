@@ -73,7 +73,7 @@ for pkg in crds/streamapp_api operator/streamapp_operator apps/streamapp_runtime
   cp -r "$repo/$pkg" "$ctx/src/"
 done
 find "$ctx/src" -name __pycache__ -prune -exec rm -rf {} +
-cp "$here/image/streamapp" "$ctx/bin/"; cp "$here/image/entrypoint.sh" "$ctx/"
+cp "$here/image/streamapp" "$ctx/bin/"; cp "$here/image/entrypoint.sh" "$here/image/decom.sh" "$ctx/"
 cp "$repo/Dockerfile" "$repo/.dockerignore" "$ctx/"
 
 build() {  # build <target> <tag>

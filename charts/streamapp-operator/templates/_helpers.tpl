@@ -83,6 +83,10 @@ What the operator does through the API server. Kept next to the operator's code 
 - apiGroups: ["rbac.authorization.k8s.io"]
   resources: ["roles", "rolebindings"]
   verbs: ["get", "create", "patch"]
+# each app's PodDisruptionBudget: no node scale-down or drain evicts its driver
+- apiGroups: ["policy"]
+  resources: ["poddisruptionbudgets"]
+  verbs: ["get", "create", "patch"]
 # events: posted on StreamApps; listed (a checkpoint claim's, by field selector) to say why the claim
 # of an app that is not running stays Pending.
 - apiGroups: [""]

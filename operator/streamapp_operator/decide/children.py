@@ -1,8 +1,8 @@
 """Which rendered children are missing and which need a patch to converge.
 
 Only the fields the operator owns and may change are compared: labels and owner references
-everywhere, plus a Role's rules, a RoleBinding's subjects, a Service's ports and a NetworkPolicy's
-spec. Immutable parts (a claim's spec, a binding's roleRef) are created once and left alone; the
+everywhere, plus a Role's rules, a RoleBinding's subjects, a Service's ports and the spec of a
+NetworkPolicy or of the driver's PodDisruptionBudget. Immutable parts (a claim's spec, a binding's roleRef) are created once and left alone; the
 ConfigMap is the driver's input and is written by the plan, never here. The Spark authentication
 Secret is only ever created (with its key, by act/): never patched, so never rotated under a driver.
 """
@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-MUTABLE = {"Role": ("rules",), "RoleBinding": ("subjects",), "Service": ("spec.ports",), "NetworkPolicy": ("spec",)}
+MUTABLE = {"Role": ("rules",), "RoleBinding": ("subjects",), "Service": ("spec.ports",), "NetworkPolicy": ("spec",),
+           "PodDisruptionBudget": ("spec",)}
 NEVER_PATCHED = ("ConfigMap", "Secret")  # here: the plan writes the ConfigMap; the Secret is create-only
 
 

@@ -25,6 +25,7 @@ CHILD_KINDS = (
     ("ServiceAccount", names.service_account), ("Role", names.role), ("RoleBinding", names.role_binding),
     ("PersistentVolumeClaim", names.checkpoint_claim), ("Secret", names.spark_auth_secret),
     ("ConfigMap", names.config_map), ("Service", names.driver_service),
+    ("PodDisruptionBudget", names.disruption_budget),
 )
 NETWORK_KINDS = (("NetworkPolicy", names.network_policy),)  # with --network-policies only
 

@@ -9,6 +9,7 @@ from streamapp_api import StreamApp
 
 from .common import Launch, metadata, namespace_of
 from .config import config_hash, render_config_map, spark_properties
+from .disruption import render_disruption_budget
 from .driver import render_driver_pod
 from .network import NetworkPolicies, render_network_policy
 from .rbac import DRIVER_RULES, render_role, render_role_binding, render_service_account
@@ -18,7 +19,7 @@ from .storage import render_checkpoint_claim
 
 __all__ = [
     "DRIVER_RULES", "Launch", "NetworkPolicies", "config_hash", "metadata", "namespace_of", "render_all",
-    "render_children", "render_checkpoint_claim", "render_config_map", "render_driver_pod",
+    "render_children", "render_checkpoint_claim", "render_config_map", "render_disruption_budget", "render_driver_pod",
     "render_network_policy", "render_role", "render_role_binding", "render_service", "render_service_account",
     "render_spark_auth_secret", "spark_properties",
 ]
@@ -35,6 +36,7 @@ def render_children(app: StreamApp, uid: str, launch: Launch, network: NetworkPo
         render_spark_auth_secret(app, uid),
         render_config_map(app, uid, launch),
         render_service(app, uid),
+        render_disruption_budget(app, uid),
     ]
     if network is not None:
         children.append(render_network_policy(app, uid, network))

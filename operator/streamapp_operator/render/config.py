@@ -16,6 +16,7 @@ from streamapp_api import StreamApp, contract, spark_memory
 
 from .. import names
 from .common import CONTAINER_SECURITY, POD_SECURITY, Launch, image_of, metadata, namespace_of, placed
+from .disruption import DECOMMISSION_CONF, EXECUTOR_ANNOTATIONS, EXECUTOR_GRACE_SECONDS
 from .security import EXECUTOR_MASTER_ENV, SPARK_SECURITY_CONF, auth_mount, auth_volume
 from .storage import s3_credentials_env
 
@@ -60,6 +61,7 @@ def spark_properties(app: StreamApp, launch: Launch) -> dict[str, str]:
         **contract.app_sql_conf(spec.state.store),
         **SPARK_SECURITY_CONF,
         **contract.SPARK_DRIVER_SCOPE_CONF,
+        **DECOMMISSION_CONF,  # executors evicted by a node scale-down leave gracefully
     }
     if spec.image_pull_policy:
         props["spark.kubernetes.container.image.pullPolicy"] = spec.image_pull_policy
@@ -100,8 +102,9 @@ def executor_template(app: StreamApp) -> dict:
     template = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"labels": names.labels(app.metadata.name, "executor")},
+        "metadata": {"labels": names.labels(app.metadata.name, "executor"), "annotations": dict(EXECUTOR_ANNOTATIONS)},
         "spec": {
+            "terminationGracePeriodSeconds": EXECUTOR_GRACE_SECONDS,
             "automountServiceAccountToken": False,
             "enableServiceLinks": False,
             "securityContext": copy.deepcopy(POD_SECURITY),

@@ -12,6 +12,7 @@ from streamapp_api import StreamApp, contract, spark_memory_mib
 
 from .. import names
 from .common import CONTAINER_SECURITY, POD_SECURITY, Launch, image_of, metadata, placed
+from .disruption import DRIVER_ANNOTATIONS
 from .security import auth_mount, auth_volume
 from .storage import s3_credentials_env
 
@@ -100,6 +101,7 @@ def render_driver_pod(app: StreamApp, uid: str, launch: Launch, config_hash: str
         names.ANN_EXECUTORS: str(launch.executors),
         names.ANN_STATE_GENERATION: names.state_generation(app.spec.state.reset_nonce),
         names.ANN_CONFIG_HASH: config_hash,
+        **DRIVER_ANNOTATIONS,  # no node scale-down evicts it (render/disruption.py)
     }
     meta = metadata(app, uid, names.driver_pod(name), "driver", annotations=annotations)
     meta["labels"]["spark-role"] = "driver"

@@ -151,3 +151,21 @@ def test_an_app_without_placement_renders_no_placement_fields():
     pod, template = _objects()["Pod"], yaml.safe_load(_objects()["ConfigMap"]["data"]["executor-template.yaml"])
     for spec in (pod["spec"], template["spec"]):
         assert not {"nodeSelector", "tolerations", "imagePullSecrets"} & set(spec)
+
+def test_node_scale_down_never_evicts_the_driver_and_executors_leave_gracefully():
+    objects = _objects()
+    budget = objects["PodDisruptionBudget"]
+    assert budget["spec"]["maxUnavailable"] == 0
+    # it selects the driver alone: the executors stay evictable
+    assert budget["spec"]["selector"] == {"matchLabels": {names.LABEL_APP: "orders", names.LABEL_COMPONENT: "driver"}}
+    assert budget["metadata"]["ownerReferences"] == [names.owner_reference("orders", UID)]
+    driver = objects["Pod"]["metadata"]
+    assert set(budget["spec"]["selector"]["matchLabels"].items()) <= set(driver["labels"].items())
+    assert driver["annotations"]["cluster-autoscaler.kubernetes.io/safe-to-evict"] == "false"
+    assert driver["annotations"]["karpenter.sh/do-not-disrupt"] == "true"
+    template = yaml.safe_load(objects["ConfigMap"]["data"]["executor-template.yaml"])
+    assert template["metadata"]["annotations"] == {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}
+    assert template["spec"]["terminationGracePeriodSeconds"] >= 60
+    props = parse_properties(objects["ConfigMap"]["data"]["spark.properties"])
+    assert props["spark.decommission.enabled"] == "true"
+    assert props["spark.storage.decommission.shuffleBlocks.enabled"] == "true"
