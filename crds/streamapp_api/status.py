@@ -88,6 +88,10 @@ class ScalingStatus(ApiModel):
     last_decision_time: str | None = Field(
         default=None, description="When the target last changed (RFC 3339).", json_schema_extra={"format": "date-time"},
     )
+    pending_executors: int | None = Field(
+        default=None, ge=0, description="Executor pods the scheduler finds no node for (they wait for a node "
+        "autoscaler or for capacity; see the Scaling condition); unset when none wait.",
+    )
 
 
 class StreamAppStatus(ApiModel):
@@ -124,6 +128,7 @@ class StreamAppStatus(ApiModel):
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
     )
     conditions: list[Condition] | None = Field(
-        default=None, max_length=32, description="Standard conditions: Ready, Progressing, Degraded, SpecValid.",
+        default=None, max_length=32, description="Standard conditions: Ready, Progressing, Degraded, SpecValid, and "
+        "Scaling (executor pods waiting for a node: reason ExecutorsPending).",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     )

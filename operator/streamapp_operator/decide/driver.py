@@ -14,6 +14,7 @@ from streamapp_api import StreamApp
 from .. import names
 from ..render import Launch, render_driver_pod
 from .changes import Change
+from .pending_executors import only_waiting_for_room
 from .diagnosis import Diagnosis, executors_not_running, failed_driver, pending_driver, secrets_missing
 from .restarts import FAILURE_CAUSES, RestartDecision, RestartHistory, restart_decision
 from .status import Cond, parse_time, rfc3339
@@ -121,7 +122,9 @@ def _keep_running(inputs: DriverInputs) -> DriverOutcome:
     why = None if running else pending_driver(inputs.app, obs.driver.pod, obs.claim, _image(inputs))
     if why is not None:
         ready = Cond("Ready", False, why.reason, why.message)
-    executors = executors_not_running(obs.executor_pods) if running else None
+    # executors that only wait for a node do not degrade a Ready driver: the Scaling condition says so
+    waiting_for_room = healthy and only_waiting_for_room(obs.executor_pods)
+    executors = executors_not_running(obs.executor_pods) if running and not waiting_for_room else None
     # A change with no effect on the running driver still goes into its ConfigMap, so the record of
     # what it runs stays current.
     rewrite = inputs.change.kind == "ignore" and inputs.config and obs.applied and inputs.config_stale
@@ -131,7 +134,8 @@ def _keep_running(inputs: DriverInputs) -> DriverOutcome:
                         events=_told(inputs, why or executors),
                         # a pod still being created tells its news by watch events; a cause found, or a
                         # driver not Ready, is looked at again soon (its claim, executors, Secrets)
-                        requeue=NOT_RUNNING_LOOK if why or executors or (running and not healthy) else None)
+                        requeue=NOT_RUNNING_LOOK if why or executors or waiting_for_room or (running and not healthy)
+                        else None)
 
 
 def _image(inputs: DriverInputs) -> str:

@@ -18,6 +18,7 @@ from .changes import Change, classify_change
 from .children import plan_children
 from .driver import DriverInputs, DriverOutcome, driver_outcome, restart_history
 from .load_scaling import load_sizing
+from .pending_executors import scaling_condition
 from .scaling import debounce, desired_executors
 from .status import Cond, fold_status, rfc3339
 from .world import Event, Memory, Observed, Plan, Settings
@@ -224,16 +225,22 @@ def _status(obs: Observed, app: StreamApp, change: Change, driver: DriverOutcome
     if shuffle:
         state["shufflePartitions"] = shuffle
     sinks = _sinks(obs.progress)
+    scaling_cond, pending = scaling_condition(obs.executor_pods, desired or obs.driver.executors, running)
+    scaling = scaling or obs.status.get("scaling")
+    if scaling is not None:
+        scaling = {k: v for k, v in scaling.items() if k != "pendingExecutors"}
+        if pending:
+            scaling["pendingExecutors"] = pending
     return fold_status(
         obs.status, phase=phase, message=message[:1000], now=now, generation=obs.generation,
-        conditions=[ready, progress, degraded, spec_valid], reason=reason,
+        conditions=[ready, progress, degraded, spec_valid, scaling_cond], reason=reason,
         executors=(obs.driver.executors or 0) if running else 0,
         desiredExecutors=desired if desired is not None else obs.status.get("desiredExecutors"),
         selector=names.executor_selector(obs.name),
         partitions=obs.kafka.partitions if obs.kafka.partitions is not None else obs.status.get("partitions"),
         lag=obs.progress.lag if running else None,
         restarts=driver.restarts, lastRestart=driver.last_restart, driverPod=driver.driver_pod,
-        state=state, sinks=sinks if running else None, scaling=scaling or obs.status.get("scaling"),
+        state=state, sinks=sinks if running else None, scaling=scaling,
     )
 
 

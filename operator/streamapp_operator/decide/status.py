@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-CONDITION_TYPES = ("Ready", "Progressing", "Degraded", "SpecValid")
+CONDITION_TYPES = ("Ready", "Progressing", "Degraded", "SpecValid", "Scaling")
 
 
 @dataclass(frozen=True)

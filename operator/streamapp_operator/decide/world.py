@@ -82,6 +82,7 @@ class ExecutorPods:
     pending: int = 0
     failed: int = 0
     why: str | None = None  # e.g. "Unschedulable: 0/3 nodes are available: 3 Insufficient memory."
+    unschedulable: int = 0  # of the pending: those the scheduler found no node for
 
 
 @dataclass(frozen=True)
