@@ -10,6 +10,7 @@ from .. import names
 from ..decide.diagnosis import referenced_secrets
 from ..decide.world import Claim, ExecutorPods, MissingSecret
 from ..kubeapi import Kube
+from .kube import unschedulable
 
 CLAIM_EVENTS = 5  # the newest of a claim's events kept: the newest says why it is still Pending
 
@@ -48,7 +49,7 @@ def missing_secrets(kube: Kube, namespace: str, app: StreamApp, known: dict[str,
 
 def executor_pods(kube: Kube, namespace: str, app: str) -> ExecutorPods:
     """How many executors are Pending (and of those, unschedulable) or Failed, and why the first one is."""
-    pending = failed = unschedulable = 0
+    pending = failed = unplaced = 0
     why = None
     for pod in kube.list("Pod", namespace, names.executor_selector(app)):
         status = pod.get("status") or {}
@@ -60,11 +61,11 @@ def executor_pods(kube: Kube, namespace: str, app: str) -> ExecutorPods:
             waiting = next(((c.get("state") or {}).get("waiting") for c in status.get("containerStatuses") or []
                             if (c.get("state") or {}).get("waiting")), None)
             if said:
-                unschedulable += 1
+                unplaced += 1
                 why = why or f"Unschedulable: {said}"
             elif waiting and waiting.get("reason") not in ("ContainerCreating", "PodInitializing"):
                 why = why or f"{waiting.get('reason')}: {waiting.get('message', '')}"
         else:
             failed += 1
             why = why or f"{status.get('reason') or 'Failed'}: {status.get('message', '')}"
-    return ExecutorPods(pending, failed, why, unschedulable)
+    return ExecutorPods(pending, failed, why, unplaced)
