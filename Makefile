@@ -39,22 +39,29 @@ deps:
 local-deps:
 	@CACHE=$(STREAMAPP_CACHE) bash testbed/bootstrap.sh local
 
-# The suite on the test bed and, alongside it, the end-to-end tests on the real single-node cluster
-# (tests/e2e, brought up and down around them unless `make cluster-up` left one up). The two share
-# nothing but the run id, and a sequential run used the machine's two cores at 61 % of one: side by side
-# they take about as long as the longer of the two. E2E_ALONGSIDE=0 runs them one after the other.
-E2E_ALONGSIDE ?= 1
+# Every test, in two lanes side by side (a sequential run used the machine's two cores at 61 % of
+# one): lane 1 is the suite on its test bed but the operator's tests; lane 2 the end-to-end tests on
+# the real single-node cluster (tests/e2e, brought up and down around them unless `make cluster-up`
+# left one up), then the operator's tests on a test bed of its own. They share nothing but the run
+# id. Last, alone, the tests marked `alone` (they need the machine's firewall to themselves).
+# TEST_LANES=1 runs the lanes one after the other. Per-test times: $(STREAMAPP_CACHE)/logs/junit-*.xml.
+TEST_LANES ?= 2
 test: deps cluster-deps images
-	@status=0; e2e_log=$(STREAMAPP_CACHE)/logs/e2e-$(STREAMAPP_TESTBED_RUN).log; \
-	  e2e() { STREAMAPP_E2E_CLUSTER=local $(PYTHON) -m pytest -m e2e tests/e2e $(PYTEST_ARGS); }; \
-	  if [ "$(E2E_ALONGSIDE)" = 1 ]; then \
-	    echo ">> end-to-end tests alongside the suite (their output: $$e2e_log, printed at the end)"; \
-	    e2e >"$$e2e_log" 2>&1 & e2e_pid=$$!; \
-	    $(PYTHON) -m pytest $(PYTEST_ARGS) || status=$$?; \
-	    wait $$e2e_pid || status=$$?; echo ">> end-to-end tests:"; cat "$$e2e_log"; \
+	@status=0; logs=$(STREAMAPP_CACHE)/logs; run=$(STREAMAPP_TESTBED_RUN); \
+	  lane1() { $(PYTHON) -m pytest -m "not alone" --ignore=tests/operator --junitxml=$$logs/junit-$$run-suite.xml $(PYTEST_ARGS); }; \
+	  lane2() { local s=0; \
+	    STREAMAPP_E2E_CLUSTER=local $(PYTHON) -m pytest -m e2e tests/e2e --junitxml=$$logs/junit-$$run-e2e.xml $(PYTEST_ARGS) || s=$$?; \
+	    $(PYTHON) -m pytest -m "not alone" tests/operator --junitxml=$$logs/junit-$$run-operator.xml $(PYTEST_ARGS) || s=$$?; \
+	    return $$s; }; \
+	  if [ "$(TEST_LANES)" = 2 ]; then \
+	    echo ">> lane 2 (end-to-end, then operator tests) runs alongside; its output: $$logs/lane2-$$run.log, printed after lane 1"; \
+	    lane2 >"$$logs/lane2-$$run.log" 2>&1 & lane2_pid=$$!; \
+	    lane1 || status=$$?; \
+	    wait $$lane2_pid || status=$$?; echo ">> lane 2:"; cat "$$logs/lane2-$$run.log"; \
 	  else \
-	    $(PYTHON) -m pytest $(PYTEST_ARGS) || status=$$?; e2e || status=$$?; \
+	    lane1 || status=$$?; lane2 || status=$$?; \
 	  fi; \
+	  $(PYTHON) -m pytest -m alone --junitxml=$$logs/junit-$$run-alone.xml $(PYTEST_ARGS) || status=$$?; \
 	  $(PYTHON) -m streamapp_testbed leftovers || { echo "the tests left processes running" >&2; status=1; }; \
 	  exit $$status
 
