@@ -49,6 +49,8 @@ def resolved_jars(folder: Path | None = None) -> str | None:
 def resolve(dest: Path, version: str, maven_repo: Path | None = None, offline: bool = False,
             mvn: str = "mvn", log=None) -> list[Path]:
     """Resolve the connector for Spark `version` into `dest` (replaced whole, marked complete last)."""
+    # Maven takes a relative outputDirectory from the pom's folder, not from ours: absolute paths only.
+    dest, maven_repo = Path(dest).absolute(), maven_repo and Path(maven_repo).absolute()
     if shutil.which(mvn) is None:
         raise FileNotFoundError(f"{mvn} not found: install Maven (e.g. `apt-get install maven`) and Java 17")
     partial = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=_made(dest.parent)))

@@ -71,3 +71,16 @@ def test_without_jars_the_run_says_how_to_get_them(kafka, names, tmp_path):
                          env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)  # fmt: skip
     assert run.returncode != 0
     assert "run `streamapp jars` once" in run.stdout + run.stderr
+
+
+def test_jars_takes_a_relative_dest_from_the_working_directory(tmp_path):
+    """Maven reads a relative outputDirectory from the pom's folder; `--dest` is the user's path, so the
+    jars land where the user pointed (they went inside the installed package once, and the command failed)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(REPO / p) for p in ("crds", "apps"))}
+    done = subprocess.run([sys.executable, "-m", "streamapp_api", "jars", "--dest", "jars/here", "--maven-repo",
+                           str(cache_dir() / "m2"), "--offline"], env=env, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    folder = tmp_path / "jars" / "here"
+    assert (folder / ".complete").is_file()
+    assert any(p.name.startswith("spark-sql-kafka-") for p in folder.glob("*.jar"))
