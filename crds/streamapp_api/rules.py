@@ -22,6 +22,11 @@ from .steps import SHUFFLING_STEPS, STEP_KEYS, Join, Step, Window
 
 # What the driver may do through the API server, to fit its Role (and another pod allocator could need more).
 _DRIVER_SCOPE_CONF = (*SPARK_DRIVER_SCOPE_CONF, "spark.kubernetes.allocation.pods.allocator")
+# Executors evicted by a node scale-down leave gracefully (the operator's render/disruption.py sets them).
+SPARK_DECOMMISSION_CONF = (
+    "spark.decommission.enabled", "spark.storage.decommission.enabled",
+    "spark.storage.decommission.shuffleBlocks.enabled", "spark.storage.decommission.rddBlocks.enabled",
+)
 SPARK_MANAGED_CONF = (
     "spark.master", "spark.app.name", "spark.submit.deployMode",
     "spark.executor.instances", "spark.executor.cores", "spark.executor.memory", "spark.executor.memoryOverhead",
@@ -29,12 +34,15 @@ SPARK_MANAGED_CONF = (
     "spark.sql.shuffle.partitions", "spark.sql.streaming.checkpointLocation",
     "spark.sql.streaming.stateStore.providerClass",
     "spark.kubernetes.namespace", "spark.kubernetes.container.image",
-    *_DRIVER_SCOPE_CONF,
+    *_DRIVER_SCOPE_CONF, *SPARK_DECOMMISSION_CONF,
 )
 # spark.authenticate*, spark.network.crypto.*: the operator authenticates and encrypts every app.
 _MANAGED_PREFIXES = ("spark.dynamicAllocation.", "spark.authenticate", "spark.network.crypto.")
 _SPARK_TRAFFIC_HINT = ("the operator authenticates and encrypts Spark's traffic between driver and executors "
                        "with a key of the app's own (docs/operator.md, 'Spark traffic and network')")
+_DECOMMISSION_HINT = ("the operator turns executor decommissioning on, so that executors a node scale-down evicts "
+                      "finish their tasks and hand their shuffle blocks over (docs/operator.md, 'Node autoscalers "
+                      "and disruption')")
 _DRIVER_ROLE_HINT = "the driver's Role allows only what Spark needs with the operator's setting (docs/operator.md)"
 _MANAGED_HINT = {
     "spark.sql.shuffle.partitions": "use spec.shufflePartitions",
@@ -46,6 +54,7 @@ _MANAGED_HINT = {
     "spark.kubernetes.container.image": "use spec.image",
     "spark.sql.streaming.stateStore.providerClass": "use spec.state.store",
     **dict.fromkeys(_DRIVER_SCOPE_CONF, _DRIVER_ROLE_HINT),
+    **dict.fromkeys(SPARK_DECOMMISSION_CONF, _DECOMMISSION_HINT),
 }
 
 

@@ -14,7 +14,9 @@ import yaml
 
 from streamapp_operator import names
 from streamapp_operator.render import DRIVER_RULES, Launch, config_hash, network, render_all
+from streamapp_operator.render.disruption import DECOMMISSION_CONF
 from streamapp_api.contract import parse_properties
+from streamapp_api.rules import SPARK_DECOMMISSION_CONF
 
 from operator_apps import app, example, example_names
 
@@ -169,3 +171,5 @@ def test_node_scale_down_never_evicts_the_driver_and_executors_leave_gracefully(
     props = parse_properties(objects["ConfigMap"]["data"]["spark.properties"])
     assert props["spark.decommission.enabled"] == "true"
     assert props["spark.storage.decommission.shuffleBlocks.enabled"] == "true"
+    # a user cannot turn them off: spec.sparkConf refuses each key the operator sets here
+    assert set(DECOMMISSION_CONF) == set(SPARK_DECOMMISSION_CONF)
