@@ -170,13 +170,24 @@ def runtime_error(said: str) -> tuple[str | None, str]:
 
 
 def executors_not_running(pods: ExecutorPods) -> Diagnosis | None:
-    """Executors that cannot run (pending for a reason, or failed); pending without one: being created."""
+    """Executors that cannot run (pending for a reason, or failed); pending without one: being created.
+    What to do follows the first reason: no node with room (a node autoscaler may still bring one), an
+    image that does not pull, or executors that failed."""
     if not pods.why and not pods.failed:
         return None
     counts = ", ".join(f"{n} {what}" for n, what in ((pods.pending, "pending"), (pods.failed, "failed")) if n)
     why = f": {_one_line(pods.why)}" if pods.why else ""
-    return Diagnosis("ExecutorsNotRunning", f"executor pods not running ({counts}){why}; lower spec.executor.memory "
-                                            "or cores, or spec.scaling.maxExecutors, or add capacity")
+    return Diagnosis("ExecutorsNotRunning", f"executor pods not running ({counts}){why}; {_executor_todo(pods.why)}")
+
+
+def _executor_todo(why: str | None) -> str:
+    said = why or ""
+    if said.startswith("Unschedulable"):
+        return ("they wait for a node with room: a node autoscaler, if the cluster has one, adds it; otherwise "
+                "lower spec.executor.memory or cores, or spec.scaling.maxExecutors, or add capacity")
+    if said.startswith(("ErrImagePull", "ImagePullBackOff", "InvalidImageName")):
+        return "check spec.image and spec.imagePullSecrets"
+    return "kubectl logs and kubectl describe on an executor pod say more"
 
 
 def last_words(text: str) -> str:

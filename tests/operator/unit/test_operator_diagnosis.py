@@ -125,7 +125,17 @@ def test_missing_secrets_and_keys_are_named_with_the_field_that_names_them():
 def test_executors_not_running_are_counted_with_the_first_reason():
     why = executors_not_running(ExecutorPods(pending=2, why="Unschedulable: 0/3 nodes are available: 3 Insufficient cpu."))
     assert why.reason == "ExecutorsNotRunning" and "2 pending" in why.message and "Insufficient cpu" in why.message
+    assert "a node autoscaler, if the cluster has one, adds it" in why.message and "spec.executor.memory" in why.message
     assert executors_not_running(ExecutorPods()) is None
+
+
+@pytest.mark.parametrize("why, failed, todo", [
+    ("ImagePullBackOff: Back-off pulling image", 0, "check spec.image and spec.imagePullSecrets"),
+    ("Error: exit code 1", 1, "kubectl logs"),
+])
+def test_what_to_do_about_executors_follows_why_they_do_not_run(why, failed, todo):
+    found = executors_not_running(ExecutorPods(pending=1 - failed, failed=failed, why=why))
+    assert todo in found.message and "spec.executor.memory" not in found.message
 
 
 def test_a_missing_secret_holds_the_first_driver_back_and_is_told_once():
