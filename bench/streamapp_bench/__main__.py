@@ -25,7 +25,7 @@ from pathlib import Path
 from streamapp_testbed import bed, netguard
 from streamapp_testbed.paths import REPO_DIR, versions
 
-from . import controlplane, dataplane, delivery, kstreams, recovery, report
+from . import autoscale, controlplane, dataplane, delivery, kstreams, recovery, report
 
 BENCH_DIR = REPO_DIR / "bench"
 # name -> (test bed parts, how to run it with the parsed arguments)
@@ -42,6 +42,11 @@ BENCHES = {
         profile_seconds=a.profile_seconds)),
     # the real single-node cluster (brought up and down here unless `make cluster-up` left one up)
     "recovery": ((), lambda tb, wd, a: recovery.run(tb, wd, kills=a.kills, timeout=a.timeout)),
+    # issue 15: load mode through a ×4 input step, in-place rescale against a driver restart (the cluster too)
+    "autoscale": ((), lambda tb, wd, a: autoscale.run(
+        tb, wd, methods=a.rescale_methods, rounds=a.autoscale_rounds, rate=a.autoscale_rate, work=a.autoscale_work,
+        base_s=a.autoscale_phases[0], step_s=a.autoscale_phases[1], back_s=a.autoscale_phases[2],
+        timeout=min(a.timeout, 300), results=a.results)),
 }
 
 
@@ -84,6 +89,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--settle", type=float, default=30, help="seconds of steady state measured at the first and last batch")
     p.add_argument("--profile-seconds", type=float, default=60, help="py-spy over the operator from its last batch (0: off)")
     p.add_argument("--kills", type=int, default=3, help="recovery: driver kills measured")
+    p.add_argument("--rescale-methods", type=lambda text: tuple(m for m in text.split(",") if m),
+                   default=autoscale.METHODS, help="autoscale: spec.scaling.rescale of each run, in order")
+    p.add_argument("--autoscale-rounds", type=int, default=1, help="autoscale: runs of each method, interleaved")
+    p.add_argument("--autoscale-rate", type=float, default=1500, help="autoscale: records/s before and after the ×4 step")
+    p.add_argument("--autoscale-work", type=int, default=4000, help="autoscale: CPU per record (repeat count hashed)")
+    p.add_argument("--autoscale-phases", type=lambda text: tuple(float(x) for x in text.split(",")), default=(45, 180, 90),
+                   help="autoscale: seconds of base, ×4 and back")
     p.add_argument("--timeout", type=float, default=900, help="per engine run / per wait")
     p.add_argument("--results", type=Path, default=BENCH_DIR / "results")
     p.add_argument("--readme", type=Path, default=REPO_DIR / "README.md", help="'-': do not render")

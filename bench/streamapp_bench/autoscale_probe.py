@@ -1,0 +1,170 @@
+"""What the autoscale bench reads once a second from a running app, and the producer that drives it.
+
+Read: the app's pods (kubectl), its status.scaling, the driver's metrics endpoint and Spark's REST
+API (executors that ran tasks), and the lag of the app's consumer group
+(``streamapp.<namespace>.<app>.<query>``, committed by the runtime after each batch) against the
+topic's newest offsets. Every reading that does not answer is None in the sample, never a guess.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.request
+from collections import Counter
+from datetime import datetime
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from prometheus_client.parser import text_string_to_metric_families
+
+from streamapp_api import contract
+
+KEYS = 200  # distinct keys the app counts records of
+
+
+class Producer1s(threading.Thread):
+    """Produces `rate()` records per second (in tenths of a second) to `topic`, each
+    {"key", "seq", "pad"}; counts what the broker acknowledged, per key: the exact reference."""
+
+    def __init__(self, bootstrap: str, topic: str, rate):
+        super().__init__(name="bench-autoscale-producer", daemon=True)
+        self.topic, self.rate = topic, rate
+        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
+        self.stopped = threading.Event()
+        self.acked: Counter = Counter()
+        self.errors: list[str] = []
+        self.sent = 0
+        self.per_second: dict[int, int] = {}  # whole second of time.time() -> records produced in it
+        self._lock = threading.Lock()
+
+    def _delivered(self, err, msg) -> None:
+        if err is not None:
+            self.errors.append(str(err))
+        else:
+            with self._lock:
+                self.acked[msg.key().decode()] += 1
+
+    def run(self) -> None:
+        tick = time.monotonic()
+        owed = 0.0
+        while not self.stopped.is_set():
+            owed += self.rate() / 10
+            n, owed = int(owed), owed - int(owed)
+            pad = "x" * 64
+            for _ in range(n):
+                seq = self.sent
+                key = f"k-{seq % KEYS:04d}"
+                value = json.dumps({"key": key, "seq": seq, "pad": f"{seq:016d}{pad[16:]}"})
+                while True:
+                    try:
+                        self.producer.produce(self.topic, key=key, value=value, on_delivery=self._delivered)
+                        break
+                    except BufferError:
+                        self.producer.poll(0.05)
+                self.sent += 1
+            second = int(time.time())
+            self.per_second[second] = self.per_second.get(second, 0) + n
+            self.producer.poll(0)
+            tick += 0.1
+            time.sleep(max(0.0, tick - time.monotonic()))
+        self.producer.flush(60)
+
+    def stop(self) -> dict[str, int]:
+        self.stopped.set()
+        self.join(timeout=90)
+        with self._lock:
+            return dict(self.acked)
+
+
+class Probe:
+    """One app's per-second readings (see autoscale_analysis for the fields of a sample)."""
+
+    def __init__(self, client, namespace: str, app: str, query: str, bootstrap: str, topic: str, partitions: int,
+                 t0: float):
+        self.client, self.namespace, self.app, self.t0 = client, namespace, app, t0
+        self.query, self.topic, self.partitions = query, topic, partitions
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "enable.auto.commit": False,
+                                  "group.id": contract.consumer_group(namespace, app, query)})
+        self.spark_app_ids: dict[str, str] = {}  # driver pod IP -> Spark application id
+
+    def close(self) -> None:
+        self.consumer.close()
+
+    def _rel(self, epoch: float | None) -> float | None:
+        return None if epoch is None else round(epoch - self.t0, 2)
+
+    def lag(self) -> int | None:
+        parts = [TopicPartition(self.topic, p) for p in range(self.partitions)]
+        try:
+            committed = {tp.partition: tp.offset for tp in self.consumer.committed(parts, timeout=2)}
+            total = 0
+            for p in range(self.partitions):
+                _, high = self.consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=2, cached=False)
+                total += high - max(committed.get(p, 0), 0)
+            return total
+        except Exception:  # the broker did not answer in time: no reading
+            return None
+
+    def driver_metrics(self, ip: str) -> dict:
+        try:
+            with urllib.request.urlopen(f"http://{ip}:9090/metrics", timeout=1) as resp:
+                text = resp.read().decode()
+        except OSError:
+            return {}
+        names = {contract.METRIC_INPUT_RATE: "input_rate", contract.METRIC_PROCESSED_RATE: "processed_rate",
+                 contract.METRIC_BATCH_DURATION: "batch_s", contract.METRIC_EXECUTORS: "registered",
+                 contract.METRIC_LAST_BATCH: "last_batch"}
+        out = {}
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                key = names.get(sample.name)
+                if key and sample.labels.get("query", self.query) == self.query:
+                    out[key] = sample.value
+        if "last_batch" in out:
+            out["last_batch"] = self._rel(out["last_batch"])
+        if "registered" in out:
+            out["registered"] = int(out["registered"])
+        return out
+
+    def executors_with_tasks(self, ip: str) -> int | None:
+        """Executors (not the driver) active in Spark that have run at least one task."""
+        try:
+            if ip not in self.spark_app_ids:
+                with urllib.request.urlopen(f"http://{ip}:4040/api/v1/applications", timeout=1) as resp:
+                    self.spark_app_ids[ip] = json.loads(resp.read())[0]["id"]
+            url = f"http://{ip}:4040/api/v1/applications/{self.spark_app_ids[ip]}/executors"
+            with urllib.request.urlopen(url, timeout=1) as resp:
+                executors = json.loads(resp.read())
+        except (OSError, ValueError, IndexError, KeyError):
+            return None
+        return sum(1 for e in executors if e.get("id") != "driver" and e.get("isActive", True) and e.get("totalTasks", 0) > 0)
+
+    def sample(self, phase: str) -> dict:
+        now = time.time()
+        s: dict = {"t": round(now - self.t0, 2), "phase": phase, "lag": self.lag()}
+        pods = json.loads(self.client.kubectl("get", "pods", "-n", self.namespace, "-l", f"streamapp.io/app={self.app}",
+                                              "-o", "json", check=False).stdout or '{"items": []}')["items"]
+        live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+        drivers = [p for p in live if p["metadata"]["labels"].get("streamapp.io/component") == "driver"]
+        executors = [p for p in live if p["metadata"]["labels"].get("streamapp.io/component") != "driver"]
+        s["pods"] = sum(1 for p in executors if p["status"].get("phase") == "Running")
+        s["pending"] = sum(1 for p in executors if p["status"].get("phase") == "Pending")
+        driver = next((p for p in drivers if p["status"].get("phase") == "Running"), drivers[0] if drivers else None)
+        if driver:
+            s["driver_uid"] = driver["metadata"]["uid"]
+            statuses = driver["status"].get("containerStatuses") or []
+            s["driver_restarts"] = sum(c.get("restartCount", 0) for c in statuses)
+            ip = driver["status"].get("podIP")
+            if ip and driver["status"].get("phase") == "Running":
+                s.update(self.driver_metrics(ip))
+                s["with_tasks"] = self.executors_with_tasks(ip)
+        got = self.client.kubectl("get", "streamapp", self.app, "-n", self.namespace, "-o", "json", check=False)
+        status = json.loads(got.stdout).get("status", {}) if got.returncode == 0 else {}
+        scaling = status.get("scaling") or {}
+        s["target"] = scaling.get("target")
+        s["reason"] = scaling.get("reason")
+        decided = scaling.get("lastDecisionTime")
+        if decided:
+            s["decided_at"] = self._rel(datetime.fromisoformat(decided.replace("Z", "+00:00")).timestamp())
+        return s
