@@ -6,8 +6,8 @@ A sample is a dict of one second of a run: ``t`` (seconds since the run's base p
 newest offsets, from the app's consumer group), ``input_rate``, ``processed_rate`` and ``batch_s``
 (the driver's metrics of its last batch), ``registered`` (executors registered with the driver),
 ``with_tasks`` (executors that have run a task, from Spark's REST API; None when it does not answer),
-``pods`` and ``pending`` (executor pods running / pending), ``driver_uid``, ``driver_restarts`` (its
-container's restartCount), ``target`` (status.scaling.target), ``decided_at`` (status.scaling.
+``pods`` and ``pending`` (executor pods running / pending), ``driver_uid`` (the running driver's, else
+the one being stopped: ``driver_stopping``), ``driver_restarts`` (its container's restartCount), ``target`` (status.scaling.target), ``decided_at`` (status.scaling.
 lastDecisionTime, as ``t``), ``last_batch`` (when the driver's last batch committed, as ``t``).
 """
 
@@ -18,7 +18,7 @@ import statistics
 from pathlib import Path
 
 COLUMNS = ("method", "round", "t", "phase", "produced", "lag", "input_rate", "processed_rate", "batch_s", "registered",
-           "with_tasks", "pods", "pending", "target", "decided_at", "last_batch", "driver_uid", "driver_restarts")
+           "with_tasks", "pods", "pending", "target", "decided_at", "last_batch", "driver_uid", "driver_stopping", "driver_restarts")
 BARS = {"decision_to_tasks_s": 30.0, "step_to_lag_back_s": 180.0}
 
 
@@ -148,7 +148,7 @@ def write_csv(path: Path, runs: list[dict]) -> None:
 def read_csv(path: Path, result: dict) -> list[dict]:
     """The runs of `result` (bench/results/autoscale.json's) with their samples from the CSV again."""
     ints = {"round", "produced", "lag", "registered", "with_tasks", "pods", "pending", "target", "driver_restarts"}
-    texts = {"method", "phase", "driver_uid"}
+    texts = {"method", "phase", "driver_uid", "driver_stopping"}
     rows: dict[tuple[str, int], list[dict]] = {}
     with path.open() as f:
         for row in csv.DictReader(f):

@@ -69,6 +69,7 @@ class Producer1s(threading.Thread):
             tick += 0.1
             time.sleep(max(0.0, tick - time.monotonic()))
         self.producer.flush(60)
+        self.producer = None  # its threads end with it: none may reach for the broker once the cluster is gone
 
     def stop(self) -> dict[str, int]:
         self.stopped.set()
@@ -86,7 +87,7 @@ class Probe:
         self.query, self.topic, self.partitions = query, topic, partitions
         self.consumer = Consumer({"bootstrap.servers": bootstrap, "enable.auto.commit": False,
                                   "group.id": contract.consumer_group(namespace, app, query)})
-        self.spark_app_ids: dict[str, str] = {}  # driver pod IP -> Spark application id
+        self.spark_app_ids: dict[str, str] = {}  # driver pod UID -> Spark application id
 
     def close(self) -> None:
         self.consumer.close()
@@ -127,13 +128,13 @@ class Probe:
             out["registered"] = int(out["registered"])
         return out
 
-    def executors_with_tasks(self, ip: str) -> int | None:
+    def executors_with_tasks(self, ip: str, uid: str) -> int | None:
         """Executors (not the driver) active in Spark that have run at least one task."""
         try:
-            if ip not in self.spark_app_ids:
+            if uid not in self.spark_app_ids:
                 with urllib.request.urlopen(f"http://{ip}:4040/api/v1/applications", timeout=1) as resp:
-                    self.spark_app_ids[ip] = json.loads(resp.read())[0]["id"]
-            url = f"http://{ip}:4040/api/v1/applications/{self.spark_app_ids[ip]}/executors"
+                    self.spark_app_ids[uid] = json.loads(resp.read())[0]["id"]
+            url = f"http://{ip}:4040/api/v1/applications/{self.spark_app_ids[uid]}/executors"
             with urllib.request.urlopen(url, timeout=1) as resp:
                 executors = json.loads(resp.read())
         except (OSError, ValueError, IndexError, KeyError):
@@ -146,19 +147,22 @@ class Probe:
         pods = json.loads(self.client.kubectl("get", "pods", "-n", self.namespace, "-l", f"streamapp.io/app={self.app}",
                                               "-o", "json", check=False).stdout or '{"items": []}')["items"]
         live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
-        drivers = [p for p in live if p["metadata"]["labels"].get("streamapp.io/component") == "driver"]
         executors = [p for p in live if p["metadata"]["labels"].get("streamapp.io/component") != "driver"]
+        # a driver asked to stop runs on until its batch ends (or its grace period): its metrics still count
+        drivers = sorted((p for p in pods if p["metadata"]["labels"].get("streamapp.io/component") == "driver"),
+                         key=lambda p: bool(p["metadata"].get("deletionTimestamp")))
         s["pods"] = sum(1 for p in executors if p["status"].get("phase") == "Running")
         s["pending"] = sum(1 for p in executors if p["status"].get("phase") == "Pending")
         driver = next((p for p in drivers if p["status"].get("phase") == "Running"), drivers[0] if drivers else None)
         if driver:
             s["driver_uid"] = driver["metadata"]["uid"]
+            s["driver_stopping"] = bool(driver["metadata"].get("deletionTimestamp"))
             statuses = driver["status"].get("containerStatuses") or []
             s["driver_restarts"] = sum(c.get("restartCount", 0) for c in statuses)
             ip = driver["status"].get("podIP")
             if ip and driver["status"].get("phase") == "Running":
                 s.update(self.driver_metrics(ip))
-                s["with_tasks"] = self.executors_with_tasks(ip)
+                s["with_tasks"] = self.executors_with_tasks(ip, s["driver_uid"])
         got = self.client.kubectl("get", "streamapp", self.app, "-n", self.namespace, "-o", "json", check=False)
         status = json.loads(got.stdout).get("status", {}) if got.returncode == 0 else {}
         scaling = status.get("scaling") or {}
