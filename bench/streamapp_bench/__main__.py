@@ -92,8 +92,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--rescale-methods", type=lambda text: tuple(m for m in text.split(",") if m),
                    default=autoscale.METHODS, help="autoscale: spec.scaling.rescale of each run, in order")
     p.add_argument("--autoscale-rounds", type=int, default=1, help="autoscale: runs of each method, interleaved")
-    p.add_argument("--autoscale-rate", type=float, default=600, help="autoscale: records/s before and after the ×4 step")
-    p.add_argument("--autoscale-work", type=int, default=8000, help="autoscale: CPU per record (repeat count hashed)")
+    p.add_argument("--autoscale-rate", type=float, default=500, help="autoscale: records/s before and after the ×4 step")
+    p.add_argument("--autoscale-work", type=int, default=4000, help="autoscale: CPU per record (repeat count hashed)")
     p.add_argument("--autoscale-phases", type=lambda text: tuple(float(x) for x in text.split(",")), default=(45, 180, 90),
                    help="autoscale: seconds of base, ×4 and back")
     p.add_argument("--timeout", type=float, default=900, help="per engine run / per wait")

@@ -91,12 +91,15 @@ def analyse(samples: list[dict], step_at: float, back_at: float, trigger_s: floa
     tasks = _running_tasks(samples, decision, up["to"]) if up else None
     out["step_to_tasks_s"] = None if tasks is None else round(tasks - step_at, 1)
     out["decision_to_tasks_s"] = None if tasks is None else round(tasks - decision, 1)
-    lows = [(t, lag) for t, lag in low_lag(samples, window) if t >= step_at]
-    above = next((t for t, lag in lows if pre_lag is not None and lag > pre_lag), None)
-    back = next((t for t, lag in lows if above is not None and t > above and lag <= pre_lag), None)
+    # back for good: from then on to the end of the ×4 phase the low point stays at or under the pre-step
+    # level (a rescale that throws the lag up again starts the clock anew)
+    lows = [(t, lag) for t, lag in low_lag(samples, window) if step_at <= t < back_at]
+    last_above = max((i for i, (_, lag) in enumerate(lows) if pre_lag is not None and lag > pre_lag), default=None)
     out["peak_lag"] = max((s["lag"] for s in samples if s["t"] >= step_at and s.get("lag") is not None), default=None)
-    out["step_to_lag_back_s"] = 0.0 if pre_lag is not None and above is None else (
-        None if back is None else round(back - step_at, 1))
+    if pre_lag is None or not lows or last_above == len(lows) - 1:
+        out["step_to_lag_back_s"] = None
+    else:
+        out["step_to_lag_back_s"] = 0.0 if last_above is None else round(lows[last_above + 1][0] - step_at, 1)
     down = next((c for c in changes if c["t"] >= back_at and c["to"] < c["from"]), None)
     out["back_to_scale_down_s"] = None if down is None else round(_when_decided(samples, down) - back_at, 1)
     uids = [s["driver_uid"] for s in samples if s.get("driver_uid")]
@@ -210,12 +213,21 @@ def restarts_at(run: dict) -> list[float]:
     return out
 
 
-if __name__ == "__main__":  # draw the PNG again from saved samples: python -m streamapp_bench.autoscale_analysis DIR
+if __name__ == "__main__":
+    # python -m streamapp_bench.autoscale_analysis DIR: the figures and the PNG again from DIR's saved
+    # samples (autoscale.csv), into DIR/autoscale.json and DIR/autoscale.png
     import json
     import sys
 
-    results = Path(sys.argv[1])
-    saved = json.loads((results / "autoscale.json").read_text())["result"]
     from .autoscale import plot_title
 
-    plot(results / "autoscale.png", read_csv(results / "autoscale.csv", saved), plot_title(saved))
+    results = Path(sys.argv[1])
+    saved = json.loads((results / "autoscale.json").read_text())
+    runs = read_csv(results / "autoscale.csv", saved["result"])
+    trigger_s = float(saved["result"]["options"]["trigger"].rstrip("s"))
+    for r in runs:
+        r["figures"] = analyse(r["samples"], r["step_at"], r["back_at"], trigger_s)
+    saved["result"]["runs"] = [{k: v for k, v in r.items() if k != "samples"} for r in runs]
+    saved["result"]["summary"] = summary(runs)
+    (results / "autoscale.json").write_text(json.dumps(saved, indent=1) + "\n")
+    plot(results / "autoscale.png", runs, plot_title(saved["result"]))

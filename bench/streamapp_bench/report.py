@@ -177,7 +177,7 @@ def autoscale(r: dict) -> list[str]:
             f"scaleUpWindow {o['up_window']}, scaleDownWindow {o['down_window']}. {o['rate']:,.0f} records/s for "
             f"{o['base_s']:.0f} s, ×{o['factor']:g} for {o['step_s']:.0f} s, back for {o['back_s']:.0f} s; sampled "
             f"every second. Lag: the app's consumer group against the newest offsets; \"back\": its low point per "
-            f"trigger no higher than the highest lag of the 30 s before the step. Rows: each key's count in the "
+            f"trigger no higher than the highest lag of the 30 s before the step, to the end of the ×4 phase. Rows: each key's count in the "
             f"table against what the broker acknowledged.")
     lines = [head, "", "| rescale | executors | step → decision | decision → new executors run tasks | step → lag back | "
              "driver restarts | rows lost / duplicated | changes under steady load |",

@@ -76,6 +76,16 @@ def test_a_lag_that_never_comes_back_has_no_figure_and_misses_the_bar():
                           "no_rows_lost_or_duplicated": True, "no_driver_restart": True}
 
 
+def test_a_lag_thrown_up_again_by_a_later_rescale_counts_from_when_it_stays_back():
+    from streamapp_bench.autoscale_analysis import analyse
+
+    samples = run_samples(lag_back_at=50.0)  # back once at 50 s ...
+    for s in samples:
+        if 60 <= s["t"] < 80:  # a driver restart: no batch, the backlog grows
+            s["lag"] += 9000
+    assert analyse(samples, STEP, BACK, TRIGGER)["step_to_lag_back_s"] == 50.0  # 80, not 75
+
+
 def test_rows_are_compared_per_key_with_what_the_broker_acknowledged():
     from streamapp_bench.autoscale import compare
 
