@@ -94,7 +94,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--autoscale-rounds", type=int, default=1, help="autoscale: runs of each method, interleaved")
     p.add_argument("--autoscale-rate", type=float, default=500, help="autoscale: records/s before and after the ×4 step")
     p.add_argument("--autoscale-work", type=int, default=4000, help="autoscale: CPU per record (repeat count hashed)")
-    p.add_argument("--autoscale-phases", type=lambda text: tuple(float(x) for x in text.split(",")), default=(45, 180, 90),
+    p.add_argument("--autoscale-phases", type=lambda text: tuple(float(x) for x in text.split(",")), default=(40, 180, 75),
                    help="autoscale: seconds of base, ×4 and back")
     p.add_argument("--timeout", type=float, default=900, help="per engine run / per wait")
     p.add_argument("--results", type=Path, default=BENCH_DIR / "results")
