@@ -45,6 +45,7 @@ BENCHES = {
     # issue 15: load mode through a ×4 input step, in-place rescale against a driver restart (the cluster too)
     "autoscale": ((), lambda tb, wd, a: autoscale.run(
         tb, wd, methods=a.rescale_methods, rounds=a.autoscale_rounds, rate=a.autoscale_rate, work=a.autoscale_work,
+        trigger=a.autoscale_trigger,
         base_s=a.autoscale_phases[0], step_s=a.autoscale_phases[1], back_s=a.autoscale_phases[2],
         timeout=min(a.timeout, 300), results=a.results)),
 }
@@ -92,9 +93,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--rescale-methods", type=lambda text: tuple(m for m in text.split(",") if m),
                    default=autoscale.METHODS, help="autoscale: spec.scaling.rescale of each run, in order")
     p.add_argument("--autoscale-rounds", type=int, default=1, help="autoscale: runs of each method, interleaved")
-    p.add_argument("--autoscale-rate", type=float, default=500, help="autoscale: records/s before and after the ×4 step")
+    p.add_argument("--autoscale-rate", type=float, default=800, help="autoscale: records/s before and after the ×4 step")
     p.add_argument("--autoscale-work", type=int, default=4000, help="autoscale: CPU per record (repeat count hashed)")
-    p.add_argument("--autoscale-phases", type=lambda text: tuple(float(x) for x in text.split(",")), default=(40, 180, 75),
+    p.add_argument("--autoscale-trigger", default="4s", help="autoscale: the app's trigger interval")
+    p.add_argument("--autoscale-phases", type=lambda text: tuple(float(x) for x in text.split(",")), default=(45, 180, 90),
                    help="autoscale: seconds of base, ×4 and back")
     p.add_argument("--timeout", type=float, default=900, help="per engine run / per wait")
     p.add_argument("--results", type=Path, default=BENCH_DIR / "results")

@@ -169,9 +169,9 @@ class Run:
         shutil.rmtree(self.volume_dir, ignore_errors=True)
 
 
-def run(bed, workdir: Path, methods: tuple[str, ...] = METHODS, rounds: int = 1, rate: float = 500, factor: float = 4,
-        work: int = 4000, partitions: int = 8, trigger: str = "10s", base_s: float = 40, step_s: float = 180,
-        back_s: float = 75, up_window: str = "15s", down_window: str = "60s", executor_cpu: str = "150m",
+def run(bed, workdir: Path, methods: tuple[str, ...] = METHODS, rounds: int = 1, rate: float = 800, factor: float = 4,
+        work: int = 4000, partitions: int = 8, trigger: str = "4s", base_s: float = 45, step_s: float = 180,
+        back_s: float = 90, up_window: str = "15s", down_window: str = "60s", executor_cpu: str = "150m",
         max_executors: int = 4, timeout: float = 300, results: Path | None = None) -> dict:  # noqa: ARG001
     known = rescale_field_known()
     skipped = {}
