@@ -22,6 +22,7 @@ from .durations import (
 )
 from .sources import BOOTSTRAP_PATTERN
 from .spec import APP_NAME_HELP, APP_NAME_PATTERN
+from .pods import LABEL_VALUE_PATTERN
 from .steps import ACCUMULATE_FUNCTIONS, ACCUMULATE_PATTERN
 from .suggest import did_you_mean
 
@@ -37,6 +38,8 @@ _PATTERN_HELP = {
     BOOTSTRAP_PATTERN: "a comma-separated list of host:port",
     APP_NAME_PATTERN: APP_NAME_HELP,
     S3_LOCATION_PATTERN: S3_LOCATION_HELP,
+    LABEL_VALUE_PATTERN: "a label value: at most 63 letters, digits, '-', '_' and '.', starting and ending with a "
+                         "letter or digit",
     ACCUMULATE_PATTERN: "one of " + ", ".join(f"{f}(expr)" for f in ACCUMULATE_FUNCTIONS),
 }
 

@@ -30,6 +30,9 @@ def reserved_key(key: str, prefixes: tuple[str, ...]) -> str | None:
 
 
 KeyValues = dict[str, Annotated[str, Field(max_length=4096)]]
+# A label value as Kubernetes takes it (refused here, at apply, rather than when the pod is created).
+LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+LabelValues = dict[str, Annotated[str, Field(max_length=63, pattern=LABEL_VALUE_PATTERN)]]
 
 
 class Toleration(ApiModel):
@@ -57,12 +60,12 @@ class Toleration(ApiModel):
 class PodPlacement(ApiModel):
     """Pod settings shared by the driver and the executors."""
 
-    node_selector: dict[str, str] | None = Field(
+    node_selector: LabelValues | None = Field(
         default=None, max_length=MAX_ENTRIES,
         description="Node labels the pods must run on, e.g. a node pool ({karpenter.sh/capacity-type: spot}).")
     tolerations: list[Toleration] | None = Field(
         default=None, max_length=MAX_ENTRIES, description="Taints the pods tolerate (dedicated or spot nodes).")
-    labels: Annotated[KeyValues | None, Field(json_schema_extra=_none_reserved(RESERVED_LABEL_PREFIXES, "label"))] = Field(
+    labels: Annotated[LabelValues | None, Field(json_schema_extra=_none_reserved(RESERVED_LABEL_PREFIXES, "label"))] = Field(
         default=None, max_length=MAX_ENTRIES,
         description="Extra pod labels (cost allocation, policies). Keys under streamapp.io/, app.kubernetes.io/ "
         "and spark- are the operator's and Spark's.")
