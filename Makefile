@@ -42,19 +42,21 @@ local-deps:
 # Every test, in two lanes side by side (a sequential run used the machine's two cores at 61 % of
 # one): lane 1 is the suite on its test bed but the operator's tests; lane 2 the end-to-end tests on
 # the real single-node cluster (tests/e2e, brought up and down around them unless `make cluster-up`
-# left one up), then the operator's tests on a test bed of its own. They share nothing but the run
-# id. Last, alone, the tests marked `alone` (they need the machine's firewall to themselves).
+# left one up), then the operator's tests and LANE2_SUITE (two of the longest runtime files, for
+# lanes of about the same length: see the junit times) on a test bed of its own. They share nothing
+# but the run id. Last, alone, the tests marked `alone` (they need the machine's firewall to themselves).
 # TEST_LANES=1 runs the lanes one after the other. Per-test times: $(STREAMAPP_CACHE)/logs/junit-*.xml.
 TEST_LANES ?= 2
+LANE2_SUITE = tests/runtime/test_restart.py tests/runtime/test_broker_outage.py
 test: deps cluster-deps images
 	@status=0; logs=$(STREAMAPP_CACHE)/logs; run=$(STREAMAPP_TESTBED_RUN); \
-	  lane1() { $(PYTHON) -m pytest -m "not alone" --ignore=tests/operator --junitxml=$$logs/junit-$$run-suite.xml $(PYTEST_ARGS); }; \
+	  lane1() { $(PYTHON) -m pytest -m "not alone" --ignore=tests/operator $(LANE2_SUITE:%=--ignore=%) --junitxml=$$logs/junit-$$run-suite.xml $(PYTEST_ARGS); }; \
 	  lane2() { local s=0; \
 	    STREAMAPP_E2E_CLUSTER=local $(PYTHON) -m pytest -m e2e tests/e2e --junitxml=$$logs/junit-$$run-e2e.xml $(PYTEST_ARGS) || s=$$?; \
-	    $(PYTHON) -m pytest -m "not alone" tests/operator --junitxml=$$logs/junit-$$run-operator.xml $(PYTEST_ARGS) || s=$$?; \
+	    $(PYTHON) -m pytest -m "not alone" tests/operator $(LANE2_SUITE) --junitxml=$$logs/junit-$$run-operator.xml $(PYTEST_ARGS) || s=$$?; \
 	    return $$s; }; \
 	  if [ "$(TEST_LANES)" = 2 ]; then \
-	    echo ">> lane 2 (end-to-end, then operator tests) runs alongside; its output: $$logs/lane2-$$run.log, printed after lane 1"; \
+	    echo ">> lane 2 (end-to-end, then operator tests and $(LANE2_SUITE)) runs alongside; its output: $$logs/lane2-$$run.log, printed after lane 1"; \
 	    lane2 >"$$logs/lane2-$$run.log" 2>&1 & lane2_pid=$$!; \
 	    lane1 || status=$$?; \
 	    wait $$lane2_pid || status=$$?; echo ">> lane 2:"; cat "$$logs/lane2-$$run.log"; \
