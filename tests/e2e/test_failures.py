@@ -116,11 +116,14 @@ def test_a_pipeline_spark_refuses_leaves_its_error_in_status_an_event_and_the_ke
 
 def test_a_driver_killed_out_of_memory(operator, topic):
     # Spark's driver JVM and the runtime's Python take more than the 513Mi limit of a 512m heap with
-    # 1m of overhead (Spark refuses a heap under 450 MiB): the kernel kills the container
+    # 1m of overhead (Spark refuses a heap under 450 MiB): the kernel kills the container. With one
+    # query the pair settled ~10 MiB under the limit and was killed only when the heap grew (not at
+    # all within 240 s on a busy machine); three queries leave no such margin.
     c = operator
-    _app(c, "too-small", topic, driver={"cores": 1, "memory": "512m", "memoryOverhead": "1m"},
-         streams=[{"name": "counts", "from": "lines", "steps": [
-             {"aggregate": {"groupBy": ["value"], "columns": {"n": "count(*)"}}}], "emit": "updates"}])
+    streams = [{"name": f"counts{i}", "from": "lines", "steps": [
+        {"aggregate": {"groupBy": ["value"], "columns": {"n": "count(*)"}}}], "emit": "updates"} for i in range(3)]
+    _app(c, "too-small", topic, driver={"cores": 1, "memory": "512m", "memoryOverhead": "1m"}, streams=streams,
+         sinks=[{"from": s["name"], "kafka": {"topic": f"{topic}-{s['name']}"}} for s in streams])
     _started(c, "too-small")
     status = wait_for("OOMKilled", lambda: _why(c, "too-small", ("OOMKilled", "CrashLoop")), timeout=240)
     assert "out of memory" in status["message"] and "raise spec.driver.memory (now 512m)" in status["message"], status
