@@ -183,7 +183,7 @@ def run(bed, workdir: Path, methods: tuple[str, ...] = METHODS, rounds: int = 1,
             "trigger_s": float(trigger.rstrip("s")), "base_s": base_s, "step_s": step_s, "back_s": back_s,
             "up_window": up_window, "down_window": down_window, "executor_cpu": executor_cpu,
             "max_executors": max_executors, "timeout": timeout, "drain_s": 120}
-    started = cluster.read_state() is None
+    started = cluster.live_state() is None
     state = cluster.up()
     client = ClusterClient(Path(state["kubeconfig"]), cluster.CONTEXT)
     check_kubeconfig(client.kubeconfig, cluster.CONTEXT)

@@ -10,6 +10,7 @@ __main__).
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -27,8 +28,10 @@ BAD_RECORDS = [("bad-1", "{not json"), ("bad-2", '{"uuid": "u", "session_id": "s
 
 def run_to_end(command: list[str], env: dict[str, str]) -> int:
     """Run `command` to its end; when the demo is stopped meanwhile, stop it as its pod would be
-    (SIGTERM, then SIGKILL after 30 s) before passing the stop on."""
-    proc = subprocess.Popen(command, env=env)
+    (SIGTERM, then SIGKILL after 30 s) before passing the stop on. Like a container's, what the
+    command started (Spark's JVM, its Python workers) ends with it: a JVM that outlived a killed
+    run kept writing to Postgres while the demo stopped Postgres."""
+    proc = subprocess.Popen(command, env=env, start_new_session=True)
     try:
         return proc.wait()
     finally:
@@ -39,6 +42,10 @@ def run_to_end(command: list[str], env: dict[str, str]) -> int:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def main() -> int:

@@ -77,7 +77,7 @@ def main() -> int:
     run = os.urandom(3).hex()
     topic, out, table = f"clickstream-{run}", f"session-summaries-{run}", f"session_stats_{run}"
     volume, volume_dir = f"streamapp-demo-{run}", Path(f"/var/tmp/streamapp-demo/{run}")
-    started = cluster.read_state() is None
+    started = cluster.live_state() is None
     say("bringing up the single-node cluster (make cluster-up)" if started else "using the cluster make cluster-up left up")
     client = None
     try:

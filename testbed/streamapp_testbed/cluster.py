@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import fcntl
 import json
+import os
 import shutil
 import sys
 import time
@@ -44,6 +45,34 @@ def read_state() -> dict | None:
         return None
 
 
+def _alive(state: dict) -> bool:
+    """Every process the state records still runs, and the bring-up finished."""
+    if "ready_seconds" not in state:
+        return False
+    for pgid in state.get("pgids", {}).values():
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass  # alive, someone else's (not ours to signal)
+    return True
+
+
+def live_state() -> dict | None:
+    """The state of the cluster that is up, or None. A cluster whose processes died without `down`
+    (a killed run) leaves its state, mounts, bridge and firewall rules behind: they are undone
+    here, so that the next `up` starts clean rather than hand out an API server that is gone."""
+    with _lock():
+        state = read_state()
+        if state is None or _alive(state):
+            return state
+        print(">> a cluster that was not brought down is left on this machine (its processes are gone): "
+              "undoing what remains of it", flush=True)
+        _down(state)
+        return None
+
+
 def _lock():
     path = cache_dir() / "cluster" / ".lock"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -58,6 +87,7 @@ def _say(message: str, t0: float) -> None:
 
 def up(with_images: bool = True) -> dict:
     """Bring the cluster up (or return the state of the one already up)."""
+    live_state()  # what a killed run left is undone first
     with _lock():
         state = read_state()
         if state is not None:

@@ -65,7 +65,7 @@ def e2e_cluster(tmp_path_factory) -> Iterator[E2ECluster]:
     if MODE == "local":
         from streamapp_testbed import cluster
 
-        started = cluster.read_state() is None
+        started = cluster.live_state() is None
         state = cluster.up()
         try:
             kubeconfig = Path(state["kubeconfig"])
