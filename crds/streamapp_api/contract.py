@@ -52,6 +52,15 @@ def admin_client_options(options: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in options.items() if k in ADMIN_CLIENT_OPTIONS}
 
 
+# --- rescale in place: the executor count a running driver is to have ----------------------------
+# The operator writes it on the driver pod (the count the pod was started with, then each new target);
+# the runtime reads its own pod through the API server (its service account may get pods) and applies
+# it through Spark's executor allocation (runtime run/rescale.py). ANN_EXECUTORS_ASKED_AT says when the
+# operator last changed it (RFC 3339): how long the driver has had to apply it.
+ANN_EXECUTORS = "streamapp.io/executors"
+ANN_EXECUTORS_ASKED_AT = "streamapp.io/executors-asked-at"
+
+
 # --- metrics and health, served by the driver -----------------------------------------------------
 METRICS_PORT = 9090
 HEALTH_PATH = "/healthz"
@@ -66,6 +75,9 @@ METRIC_PROCESSED_RATE = "streamapp_processed_rows_per_second"
 METRIC_BATCH_DURATION = "streamapp_batch_duration_seconds"
 METRIC_BATCHES = "streamapp_query_batches"  # a counter: batches since the driver started (warm-up)
 METRIC_EXECUTORS = "streamapp_executors"  # executors registered with the driver
+# The executor count the driver has applied (spark.executor.instances at its start, then each target
+# read from ANN_EXECUTORS): the operator sees a rescale in place took effect when it equals the target.
+METRIC_EXECUTORS_TARGET = "streamapp_executors_target"
 # Counters per query (the family names; their samples end in _total), since the driver started.
 METRIC_KAFKA_TRANSACTIONS = "streamapp_kafka_transactions"
 METRIC_KAFKA_TRANSACTIONS_ABORTED = "streamapp_kafka_transactions_aborted"

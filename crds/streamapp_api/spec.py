@@ -117,6 +117,14 @@ class Scaling(ApiModel):
         description="Most executors. Default: no bound besides the input partition count. In load mode "
         "a new checkpoint gets at least maxExecutors × executor cores shuffle partitions to grow into.",
     )
+    rescale: Annotated[Literal["inPlace", "restart"] | None, IGNORE] = Field(
+        default=None,
+        description="How a running app changes its executor count. inPlace: the driver keeps running and "
+        "asks Spark for more executors, or decommissions the surplus gracefully (no batch fails, no query "
+        "restarts); a driver that does not apply the new count within a minute is restarted with it "
+        "(status.scaling.lastRescale says so). restart: the driver is restarted gracefully with the new count. "
+        "Default: inPlace.",
+    )
     # The load-mode settings feed the next decision; a count that changes because of them is a rescale
     # of its own, so changing them alone leaves the running driver as it is. Unset, they take the
     # defaults of LOAD_DEFAULTS (and stay out of the manifests of apps that do not use them).
@@ -141,6 +149,11 @@ class Scaling(ApiModel):
         description="load: a smaller count must be asked for this long before the app shrinks, and it shrinks "
         "at most once per window. Default: 5m.",
     )
+
+    @property
+    def in_place(self) -> bool:
+        """Whether a change of the executor count is applied to the running driver (rescale inPlace)."""
+        return self.rescale != "restart"
 
     def with_load_defaults(self) -> Scaling:
         """These settings with every unset load setting at its default."""

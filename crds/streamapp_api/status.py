@@ -64,13 +64,33 @@ class LastRestart(ApiModel):
 
     time: str = Field(description="When the restart was decided (RFC 3339).", json_schema_extra={"format": "date-time"})
     reason: str = Field(
-        max_length=63, description="DriverFailed, DriverDeleted or NodeLost (counted in restarts); Rescale or "
-        "SpecChange (a planned, graceful restart, not counted).",
+        max_length=63, description="DriverFailed, DriverDeleted or NodeLost (counted in restarts); Rescale, "
+        "RescaleFallback (a rescale in place the driver did not apply) or SpecChange (a planned, graceful "
+        "restart, not counted).",
     )
     exit_code: int | None = Field(default=None, description="Exit code of the old driver container, when known.")
     message: str | None = Field(
         default=None, max_length=4096, description="The failed driver's last words: the error the runtime wrote "
         "(its termination message), else the last lines of its log.")
+
+
+class LastRescale(ApiModel):
+    """The last change of the running app's executor count, and how it was made."""
+
+    from_: int = Field(alias="from", ge=0, description="Executors before.")
+    to: int = Field(ge=0, description="Executors asked for.")
+    method: Literal["InPlace", "Restart", "Fallback"] = Field(
+        description="InPlace: the running driver was asked to change its executors (no restart). Restart: the "
+        "driver was restarted with the new count (scaling.rescale restart, or a change that needs one). "
+        "Fallback: the driver did not apply the count in place in time (too old a runtime, the API server "
+        "out of its reach) and was restarted with it.",
+    )
+    time: str = Field(description="When it was decided (RFC 3339).", json_schema_extra={"format": "date-time"})
+    applied_time: str | None = Field(
+        default=None, description="InPlace: when the driver reported the new count applied (RFC 3339); unset "
+        "while it has not.", json_schema_extra={"format": "date-time"},
+    )
+    message: str | None = Field(default=None, max_length=1024, description="What happened, in words.")
 
 
 class ScalingStatus(ApiModel):
@@ -92,6 +112,7 @@ class ScalingStatus(ApiModel):
         default=None, ge=0, description="Executor pods the scheduler finds no node for (they wait for a node "
         "autoscaler or for capacity; see the Scaling condition); unset when none wait.",
     )
+    last_rescale: LastRescale | None = Field(default=None, description=LastRescale.__doc__)
 
 
 class StreamAppStatus(ApiModel):

@@ -15,8 +15,10 @@ LABEL_APP = f"{GROUP_PREFIX}/app"
 LABEL_COMPONENT = f"{GROUP_PREFIX}/component"
 MANAGED_BY = "streamapp-operator"
 
-# Annotations on the driver pod: what it was started with.
-ANN_EXECUTORS = f"{GROUP_PREFIX}/executors"
+# Annotations on the driver pod: what it was started with; the executor count (and when it was last
+# changed) is also where a running driver reads the count to rescale to (streamapp_api.contract).
+ANN_EXECUTORS = contract.ANN_EXECUTORS
+ANN_EXECUTORS_ASKED_AT = contract.ANN_EXECUTORS_ASKED_AT
 ANN_STATE_GENERATION = f"{GROUP_PREFIX}/state-generation"
 ANN_CONFIG_HASH = f"{GROUP_PREFIX}/config-hash"
 
