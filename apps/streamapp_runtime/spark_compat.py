@@ -128,6 +128,45 @@ def executor_count(spark) -> int:
         return 0
 
 
+# --- Executor allocation: rescale in place (run/rescale.py) ----------------------------------------
+# SparkContext's developer API and the scheduler backend (an ExecutorAllocationClient on Kubernetes and
+# standalone): PySpark exposes none of it.
+
+def request_total_executors(spark, total: int) -> bool:
+    """Ask the cluster manager for ``total`` executors in all (pending pods beyond it are dropped;
+    running executors are left to ``decommission_executors``). False when the backend cannot."""
+    sc = spark.sparkContext
+    no_locality = sc._jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(sc._jvm.java.util.HashMap())
+    return bool(sc._jsc.sc().requestTotalExecutors(total, 0, no_locality))
+
+
+def active_executors(spark) -> list[tuple[str, bool]]:
+    """(id, running a task now) of each executor registered and not on its way out (decommissioning,
+    being removed or lost)."""
+    context = spark.sparkContext._jsc.sc()
+    backend, scheduler = context.schedulerBackend(), context.taskScheduler()
+    ids = backend.getExecutorIds()
+    found = []
+    for i in range(ids.size()):
+        executor = ids.apply(i)
+        if backend.isExecutorActive(executor):
+            found.append((executor, bool(scheduler.isExecutorBusy(executor))))
+    return found
+
+
+def decommission_executors(spark, executors: list[str], why: str) -> list[str]:
+    """Decommission these executors gracefully, keeping the requested total as it is (set it first with
+    ``request_total_executors``): each takes no new task, finishes its running ones, migrates its shuffle
+    blocks (spark.storage.decommission.*) and exits. The ids it was started for."""
+    sc = spark.sparkContext
+    jvm = sc._jvm
+    backend = sc._jsc.sc().schedulerBackend()
+    info = jvm.org.apache.spark.scheduler.ExecutorDecommissionInfo(why, jvm.scala.Option.empty())
+    # adjustTargetNumExecutors false: the total was set already (true would lower it once more);
+    # triggeredByExecutor false: the driver tells the executor to go
+    return [executor for executor in executors if backend.decommissionExecutor(executor, info, False, False)]
+
+
 # --- Hadoop FileSystem: the runtime's own files in a checkpoint on an object store (s3a://) ---------
 # Through the session's Hadoop configuration, so they are read and written exactly as Spark reaches the
 # rest of the checkpoint (same fs.s3a.* settings, same credentials).

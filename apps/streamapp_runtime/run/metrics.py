@@ -63,6 +63,9 @@ class Metrics:
         self.batches = Counter(contract.METRIC_BATCHES, "Batches since the driver started", [A, Q], registry=r)
         self.executors = Gauge(contract.METRIC_EXECUTORS, "Executors registered with the driver (read when scraped)",
                                [A], registry=r)
+        self.executors_target = Gauge(contract.METRIC_EXECUTORS_TARGET,
+                                      "Executors the driver has asked Spark for: its start count, then each count "
+                                      "the operator set for a rescale in place", [A], registry=r)
         self.group_commit_failures = Counter(
             contract.METRIC_GROUP_COMMIT_FAILURES,
             "Failures to commit a batch's offsets to the query's consumer group (the query goes on)", [A, Q], registry=r)

@@ -20,7 +20,7 @@ from streamapp_api import StreamApp, contract
 from streamapp_api.durations import parse_duration
 
 from streamapp_runtime import plan, spark_compat
-from streamapp_runtime.run import fence, recovery, termination
+from streamapp_runtime.run import fence, recovery, rescale, termination
 from streamapp_runtime.compile.compiler import Compiler
 from streamapp_runtime.run.consumer_groups import GroupCommitter, admin_commit
 from streamapp_runtime.run.kafka_wait import admin_client, partition_counts
@@ -42,6 +42,7 @@ class Running:
     restart: object = None  # QueryPlan -> a new StreamingQuery on the same checkpoint
     committer: GroupCommitter | None = None  # each batch's offsets to the query's consumer group
     fence: object = None  # fence.Fence: this driver's ownership of the checkpoint
+    rescaler: rescale.Rescaler | None = None  # a driver pod's: follows the executor count on its pod
 
     def query_names(self) -> list[str]:
         return [q.name for q in self.queries]
@@ -128,6 +129,8 @@ def start(spark, app: StreamApp, settings: Settings, quiet: bool = False, wait_f
     except Exception:
         stop_now(spark, running)
         raise
+    running.rescaler = rescale.for_driver_pod(spark, settings.spark_conf, dict(os.environ),
+                                              metrics.executors_target.labels(app.metadata.name).set)
     return running
 
 
@@ -154,6 +157,9 @@ def _wait_for_listener(running: Running, timeout: float = 5.0) -> None:
 
 
 def stop_now(spark, running: Running) -> None:
+    if running.rescaler is not None:
+        running.rescaler.stop()
+        running.rescaler = None
     for query in running.queries:
         try:
             query.stop()
