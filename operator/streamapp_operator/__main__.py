@@ -38,7 +38,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resync", type=float, default=float(os.environ.get("STREAMAPP_OPERATOR_RESYNC", "30")),
                         help="seconds between periodic reconciles of each app (partition counts, status)")
     parser.add_argument("--scale-debounce", type=float, default=60.0,
-                        help="seconds a partition-driven executor count must hold before the app is restarted with it")
+                        help="seconds a partition-driven executor count must hold before the app is rescaled to it")
+    parser.add_argument("--rescale-timeout", type=float, default=60.0,
+                        help="seconds a Ready driver has to apply a rescale in place before it is restarted with the count")
     parser.add_argument("--peering", default=None,
                         help="kopf peering name for several operator replicas; default: standalone (no peering)")
     parser.add_argument("--liveness", default=None, help="kopf liveness endpoint, e.g. http://0.0.0.0:8081/healthz")
@@ -94,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     handlers.RECONCILER.settings = Settings(
         default_image=args.runtime_image or names.DEFAULT_RUNTIME_IMAGE,
         scale_debounce=timedelta(seconds=args.scale_debounce),
+        rescale_timeout=timedelta(seconds=args.rescale_timeout),
         policy=policy,
         network=network_policies,
         checkpoint=default_checkpoint,

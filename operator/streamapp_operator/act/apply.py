@@ -16,7 +16,7 @@ from functools import partial
 from .. import names
 from ..decide.children import key
 from ..decide.world import Observed, Plan
-from ..kubeapi import Kube
+from ..kubeapi import Conflict, Kube, NotFound
 from ..report.status import write_status
 
 log = logging.getLogger(__name__)
@@ -70,6 +70,14 @@ def execute(kube: Kube, obs: Observed, plan: Plan) -> Acted:
             else:
                 acted.stale = True
                 log.info("driver pod %s/%s already exists: left as it is", obs.namespace, pod_name)
+    elif plan.driver_patch is not None and not acted.stale:
+        # the uid in the patch is a precondition: a successor of the pod read is not patched
+        try:
+            kube.patch(plan.driver_patch)
+            done.append(f"patched Pod/{pod_name}")
+        except (Conflict, NotFound):
+            acted.stale = True
+            log.info("driver pod %s/%s is not the one read: not patched", obs.namespace, pod_name)
     elif plan.driver in ("delete", "delete_now"):
         grace = 0 if plan.driver == "delete_now" else None  # None: the pod's own grace period (SIGTERM first)
         if kube.delete("Pod", obs.namespace, pod_name, grace_seconds=grace, uid=obs.driver.uid):

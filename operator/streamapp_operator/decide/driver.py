@@ -16,6 +16,7 @@ from ..render import Launch, render_driver_pod
 from .changes import Change
 from .pending_executors import only_waiting_for_room
 from .diagnosis import Diagnosis, executors_not_running, failed_driver, pending_driver, secrets_missing
+from .rescale import NOTHING, Rescale
 from .restarts import FAILURE_CAUSES, RestartDecision, RestartHistory, restart_decision
 from .status import Cond, parse_time, rfc3339
 from .world import DriverAction, Event, Observed, Settings
@@ -43,6 +44,7 @@ class DriverInputs:
     history: RestartHistory
     kafka_retry: timedelta  # when to look again while partition counts cannot be read
     now: datetime
+    rescale: Rescale = NOTHING  # how a new executor count reaches the running driver (rescale.py)
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,8 @@ class DriverOutcome:
     requeue: timedelta | None = None
     restarted: bool = False  # a failure was counted
     config_write: dict | None = None  # the ConfigMap to bring up to date
+    driver_patch: dict | None = None  # a merge patch of the running driver pod: a rescale in place
+    last_rescale: dict | None = None  # a new status.scaling.lastRescale (None: as it is)
     progress: Cond | None = None
     degraded: Cond | None = None
     events: tuple[Event, ...] = ()
@@ -101,13 +105,35 @@ def _keep(inputs: DriverInputs, decision: RestartDecision) -> DriverOutcome:
     replacement = _replacement(inputs)
     if replacement:
         cause, why = replacement
+        rescaled = cause in ("Rescale", "RescaleFallback")
         return _as_recorded(
             inputs, "Restarting", Cond("Ready", False, "Restarting", why),
             action="delete", status_first=True, driver_pod=None,
             last_restart={"time": rfc3339(inputs.now), "reason": cause},
             progress=Cond("Progressing", True, "Restarting", why),
-            events=(Event("Normal", "Restarting", f"stopping the driver gracefully: {why}"),))
-    return _keep_running(inputs)
+            last_rescale=inputs.rescale.record if rescaled else None,
+            events=(inputs.rescale.events if rescaled else ()) +
+            (Event("Normal", "Restarting", f"stopping the driver gracefully: {why}"),))
+    return _rescaled_in_place(inputs, _keep_running(inputs))
+
+
+def _rescaled_in_place(inputs: DriverInputs, outcome: DriverOutcome) -> DriverOutcome:
+    """A kept driver with what a rescale in place does to it: the count written on the pod (and into
+    its ConfigMap, the record of what it runs), Progressing while it applies it, the news in events."""
+    rescale, obs = inputs.rescale, inputs.obs
+    if rescale.action not in ("ask", "wait", "applied"):
+        return outcome
+    changes: dict = {"last_rescale": rescale.record, "events": outcome.events + rescale.events}
+    if rescale.action == "ask":
+        changes["driver_patch"] = {"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": names.driver_pod(obs.name), "namespace": obs.namespace, "uid": obs.driver.uid,
+            "annotations": {names.ANN_EXECUTORS: str(rescale.to), names.ANN_EXECUTORS_ASKED_AT: rfc3339(inputs.now)}}}
+        if inputs.config_stale and inputs.config is not None:
+            changes["config_write"] = inputs.config
+    if rescale.action in ("ask", "wait"):
+        changes["progress"] = Cond("Progressing", True, "Rescaling", rescale.message)
+        changes["requeue"] = min(filter(None, (outcome.requeue, rescale.requeue)), default=None)
+    return replace(outcome, **changes)
 
 
 def _keep_running(inputs: DriverInputs) -> DriverOutcome:
@@ -127,7 +153,7 @@ def _keep_running(inputs: DriverInputs) -> DriverOutcome:
     executors = executors_not_running(obs.executor_pods) if running and not waiting_for_room else None
     # A change with no effect on the running driver still goes into its ConfigMap, so the record of
     # what it runs stays current.
-    rewrite = inputs.change.kind == "ignore" and inputs.config and obs.applied and inputs.config_stale
+    rewrite = inputs.change.kind in ("ignore", "rescale") and inputs.config and obs.applied and inputs.config_stale
     return _as_recorded(inputs, phase, ready, driver_pod=names.driver_pod(obs.name),
                         config_write=inputs.config if rewrite else None,
                         degraded=Cond("Degraded", True, executors.reason, executors.message) if executors else None,
@@ -151,12 +177,14 @@ def _told(inputs: DriverInputs, why: Diagnosis | None) -> tuple[Event, ...]:
 
 def _replacement(inputs: DriverInputs) -> tuple[str, str] | None:
     """(lastRestart reason, why) the running driver must be replaced by one with the new settings, or None."""
-    change, launch, obs = inputs.change, inputs.launch, inputs.obs
+    change, obs = inputs.change, inputs.obs
     if change.kind in ("restart", "reset") and obs.applied is not None and obs.applied.spec is not None:
         verb = "reset state" if change.kind == "reset" else "restart"
         return "SpecChange", f"{change.field} changed ({verb})"
-    if launch is not None and obs.driver.executors is not None and launch.executors != obs.driver.executors:
-        return "Rescale", f"rescale from {obs.driver.executors} to {launch.executors} executors"
+    if inputs.rescale.action == "restart":
+        return "Rescale", inputs.rescale.message
+    if inputs.rescale.action == "fallback":
+        return "RescaleFallback", inputs.rescale.message
     return None
 
 

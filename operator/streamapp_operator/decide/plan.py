@@ -19,6 +19,7 @@ from .children import plan_children
 from .driver import DriverInputs, DriverOutcome, driver_outcome, restart_history
 from .load_scaling import load_sizing
 from .pending_executors import scaling_condition
+from .rescale import NOTHING, Rescale, RescaleInputs, decide as rescale_decision
 from .scaling import debounce, desired_executors
 from .status import Cond, fold_status, rfc3339
 from .world import Event, Memory, Observed, Plan, Settings
@@ -54,7 +55,18 @@ def _driver_inputs(obs: Observed, settings: Settings, app: StreamApp, change: Ch
     in_cluster = config_hash(obs.children.get(f"ConfigMap/{names.config_map(obs.name)}") or {})
     return DriverInputs(obs, settings, app, change, launch, config, wanted,
                         config_stale=config is not None and wanted != in_cluster, history=restart_history(obs),
-                        kafka_retry=kafka_retry, now=now)
+                        kafka_retry=kafka_retry, now=now, rescale=_rescale(obs, settings, app, launch, now))
+
+
+def _rescale(obs: Observed, settings: Settings, app: StreamApp, launch: Launch | None, now: datetime) -> Rescale:
+    """How a new executor count reaches the driver that runs (rescale.py): in place, or by a restart."""
+    driver, progress = obs.driver, obs.progress
+    if driver.pod.state not in ("pending", "running"):
+        return NOTHING
+    return rescale_decision(RescaleInputs(
+        app.spec.scaling.in_place, launch.executors if launch else None, driver.executors, driver.executors_asked_at,
+        progress.executors_target, progress.read_at is not None, driver.pod.ready,
+        (obs.status.get("scaling") or {}).get("lastRescale"), settings.rescale_timeout, now))
 
 
 def _assemble(obs: Observed, app: StreamApp, change: Change, kafka: _KafkaHealth, sizing: _Sizing,
@@ -74,7 +86,7 @@ def _assemble(obs: Observed, app: StreamApp, change: Change, kafka: _KafkaHealth
     status = _status(obs, app, change, driver, sizing.desired, now, progress=driver.progress or sizing.progress,
                      degraded=kafka.degraded or driver.degraded, scaling=sizing.scaling)
     return Plan(status=status, create=tuple(create), patch=tuple(patches), driver=driver.action,
-                driver_pod=driver.pod, status_first=driver.status_first,
+                driver_pod=driver.pod, driver_patch=driver.driver_patch, status_first=driver.status_first,
                 events=kafka.events + sizing.events + refused + driver.events, requeue=requeue,
                 memory=sizing.memory, restarted=driver.restarted, desired_executors=sizing.desired)
 
@@ -215,7 +227,7 @@ def _status(obs: Observed, app: StreamApp, change: Change, driver: DriverOutcome
     elif degraded.status:
         message = degraded.message
     elif phase == "Running":
-        message = f"driver running with {obs.driver.executors} executors"
+        message = f"driver running with {_executors(obs)} executors"
     reason = _reason(spec_valid, ready, degraded)
     location = app.spec.state.checkpoint.location
     state = {"location": location} if location else {"claimName": names.checkpoint_claim(obs.name)}
@@ -227,14 +239,17 @@ def _status(obs: Observed, app: StreamApp, change: Change, driver: DriverOutcome
     sinks = _sinks(obs.progress)
     scaling_cond, pending = scaling_condition(obs.executor_pods, desired or obs.driver.executors, running)
     scaling = scaling or obs.status.get("scaling")
+    last_rescale = driver.last_rescale or (obs.status.get("scaling") or {}).get("lastRescale")
     if scaling is not None:
-        scaling = {k: v for k, v in scaling.items() if k != "pendingExecutors"}
+        scaling = {k: v for k, v in scaling.items() if k not in ("pendingExecutors", "lastRescale")}
         if pending:
             scaling["pendingExecutors"] = pending
+        if last_rescale:
+            scaling["lastRescale"] = last_rescale
     return fold_status(
         obs.status, phase=phase, message=message[:1000], now=now, generation=obs.generation,
         conditions=[ready, progress, degraded, spec_valid, scaling_cond], reason=reason,
-        executors=(obs.driver.executors or 0) if running else 0,
+        executors=(_executors(obs) or 0) if running else 0,
         desiredExecutors=desired if desired is not None else obs.status.get("desiredExecutors"),
         selector=names.executor_selector(obs.name),
         partitions=obs.kafka.partitions if obs.kafka.partitions is not None else obs.status.get("partitions"),
@@ -242,6 +257,12 @@ def _status(obs: Observed, app: StreamApp, change: Change, driver: DriverOutcome
         restarts=driver.restarts, lastRestart=driver.last_restart, driverPod=driver.driver_pod,
         state=state, sinks=sinks if running else None, scaling=scaling,
     )
+
+
+def _executors(obs: Observed) -> int | None:
+    """The count the driver runs with: what it reports applied, else what it was started with or asked for."""
+    reported = obs.progress.executors_target
+    return reported if reported is not None else obs.driver.executors
 
 
 # Ready reasons of an app on its way up as expected: nothing for `kubectl get` to point at.

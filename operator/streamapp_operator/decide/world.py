@@ -29,11 +29,12 @@ class Driver:
     """The driver pod as observed, with what it was started with (from its annotations)."""
 
     pod: PodObservation
-    executors: int | None = None
+    executors: int | None = None  # started with, or asked for in place since (rescale.py)
     state_generation: str | None = None
     config_hash: str | None = None
     ip: str | None = None
     uid: str | None = None
+    executors_asked_at: datetime | None = None  # when ``executors`` was asked for in place (None: the start count)
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ class Progress:
     batch_seconds: tuple[tuple[str, float], ...] = ()
     batches: tuple[tuple[str, int], ...] = ()
     executors: int | None = None
+    executors_target: int | None = None  # the count the driver has applied (None: a runtime that does not say)
     read_at: datetime | None = None  # when this was read from the driver (None: it did not answer)
 
 
@@ -129,6 +131,8 @@ class Settings:
     default_image: str
     policy: Policy = field(default_factory=Policy)  # what apps may run on this cluster (docs/security.md)
     scale_debounce: timedelta = timedelta(seconds=60)
+    # How long a Ready driver has to apply a rescale in place before it is restarted with the count.
+    rescale_timeout: timedelta = timedelta(seconds=60)
     terminating_poll: timedelta = timedelta(seconds=2)
     network: NetworkPolicies | None = None  # --network-policies: each app gets a NetworkPolicy
     checkpoint: CheckpointDefault | None = None  # --default-checkpoint-location: apps naming no checkpoint
@@ -151,6 +155,7 @@ class Plan:
     patch: tuple[dict, ...] = ()  # children to converge (merge patches carrying kind and name)
     driver: DriverAction | None = None
     driver_pod: dict | None = None  # the pod to create
+    driver_patch: dict | None = None  # a merge patch of the running driver pod (rescale in place)
     status_first: bool = False  # deletions: record intent in status before acting
     events: tuple[Event, ...] = ()
     requeue: timedelta | None = None

@@ -142,7 +142,7 @@ def driver(pod: dict | None) -> Driver:
         executors = None
     return Driver(pod_observation(pod), executors, annotations.get(names.ANN_STATE_GENERATION),
                   annotations.get(names.ANN_CONFIG_HASH), (pod.get("status") or {}).get("podIP"),
-                  pod["metadata"].get("uid"))
+                  pod["metadata"].get("uid"), parse_time(annotations.get(names.ANN_EXECUTORS_ASKED_AT)))
 
 
 def kafka_secret(kube: Kube, namespace: str, app: StreamApp) -> dict[str, str] | None:

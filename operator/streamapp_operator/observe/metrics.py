@@ -36,6 +36,7 @@ def parse(text: str) -> Progress:
     batch_by_query: dict[str, float] = {}
     shuffle_partitions: int | None = None
     executors: int | None = None
+    executors_target: int | None = None
     counters = {f"{contract.METRIC_KAFKA_TRANSACTIONS}_total": {}, f"{contract.METRIC_KAFKA_TRANSACTIONS_ABORTED}_total": {},
                 f"{contract.METRIC_PARTITIONS_SKIPPED}_total": {}, f"{contract.METRIC_BATCHES}_total": {}}
     per_query: dict[str, dict[str, float]] = {contract.METRIC_INPUT_RATE: {}, contract.METRIC_PROCESSED_RATE: {},
@@ -53,6 +54,8 @@ def parse(text: str) -> Progress:
                 per_query[sample.name][query] = sample.value
             elif sample.name == contract.METRIC_EXECUTORS:
                 executors = int(sample.value)
+            elif sample.name == contract.METRIC_EXECUTORS_TARGET:
+                executors_target = int(sample.value)
             elif sample.name in counters:
                 counters[sample.name][query] = counters[sample.name].get(query, 0) + int(sample.value)
 
@@ -73,6 +76,7 @@ def parse(text: str) -> Progress:
         batch_seconds=tuple(sorted(per_query[contract.METRIC_BATCH_DURATION].items())),
         batches=tuple(sorted(counters[f"{contract.METRIC_BATCHES}_total"].items())),
         executors=executors,
+        executors_target=executors_target,
     )
 
 

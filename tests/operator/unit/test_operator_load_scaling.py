@@ -8,7 +8,9 @@ from datetime import timedelta
 
 import pytest
 
+from streamapp_operator import names
 from streamapp_operator.decide.plan import plan
+from streamapp_operator.decide.status import rfc3339
 from streamapp_operator.decide.world import Memory, Progress
 
 from test_operator_plan import SETTINGS, T0, cond, world
@@ -34,9 +36,10 @@ def test_a_first_driver_starts_from_the_partitions_and_says_so():
 def test_a_load_step_restarts_with_the_decided_count_once_it_held_for_the_up_window():
     memory, events, restarts = Memory(), [], []
     status = None
+    restart = {"scaling": {**LOAD["scaling"], "rescale": "restart"}}
     for second in range(0, 61, 15):
         now = T0 + timedelta(seconds=second)
-        obs = replace(world(LOAD, partitions=16, status=status), progress=progress(now, input_rate=4000, lag=60_000))
+        obs = replace(world(restart, partitions=16, status=status), progress=progress(now, input_rate=4000, lag=60_000))
         p = plan(obs, SETTINGS, memory, now)
         memory, status = p.memory, p.status
         events += [e.reason for e in p.events]
@@ -50,9 +53,25 @@ def test_a_load_step_restarts_with_the_decided_count_once_it_held_for_the_up_win
     assert "lag 60 k records" in status["scaling"]["reason"] and "up from 2 to 6" in status["scaling"]["reason"]
     assert events == ["Autoscale", "Restarting"]  # one event for the decision, none while it waited
     # the old driver gone, the next one starts with the decision
-    gone = plan(world(LOAD, pod="absent", partitions=16, status={**status, "driverPod": None}), SETTINGS, memory,
+    gone = plan(world(restart, pod="absent", partitions=16, status={**status, "driverPod": None}), SETTINGS, memory,
                 T0 + timedelta(seconds=45))
     assert gone.driver == "create" and "spark.executor.instances=6" in str(gone.patch)
+
+
+def test_a_load_step_in_place_asks_the_running_driver_for_the_decided_count():
+    memory, status, now = Memory(), None, T0
+    for second in range(0, 31, 15):
+        now = T0 + timedelta(seconds=second)
+        obs = replace(world(LOAD, partitions=16, status=status),
+                      progress=replace(progress(now, input_rate=4000, lag=60_000), executors_target=2))
+        p = plan(obs, SETTINGS, memory, now)
+        memory, status = p.memory, p.status
+    assert p.driver is None, "no restart"
+    assert p.driver_patch["metadata"]["annotations"][names.ANN_EXECUTORS] == "6"
+    assert [e.reason for e in p.events] == ["Autoscale", "Rescaling"]
+    assert status["scaling"]["target"] == 6 and status["executors"] == 2  # what the driver has, until it applies 6
+    assert status["scaling"]["lastRescale"] == {"from": 2, "to": 6, "method": "InPlace", "time": rfc3339(now),
+                                                "message": "2 → 6 executors in place: asked the running driver"}
 
 
 def test_without_fresh_metrics_the_count_is_kept_and_status_says_why():

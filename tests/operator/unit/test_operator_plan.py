@@ -114,7 +114,7 @@ def test_lost_driver_is_recorded_with_its_cause(pod, last_restart):
 
 
 @pytest.mark.parametrize("spec, applied, reason", [
-    ({"executors": 4}, {}, "Rescale"),
+    ({"executors": 4, "scaling": {"rescale": "restart"}}, {}, "Rescale"),
     ({"image": "streamapp/runtime:2"}, {}, "SpecChange"),
     ({"shufflePartitions": 12, "state": {"resetNonce": "2"}}, {}, "SpecChange"),
 ])
@@ -176,14 +176,15 @@ def test_a_missing_input_topic_sizes_no_first_driver_and_keeps_a_running_one():
 
 
 def test_partition_growth_is_debounced_then_restarts_with_more_executors():
-    p = plan(world(partitions=8), SETTINGS, Memory(), T0)
+    restart = {"scaling": {"rescale": "restart"}}
+    p = plan(world(restart, partitions=8), SETTINGS, Memory(), T0)
     assert p.driver is None and p.memory.pending_scale == PendingScale(4, T0)
     assert cond(p.status, "Progressing") == ("True", "ScalePending")
     assert [e.reason for e in p.events] == ["ScalePending"]
     assert p.requeue == timedelta(seconds=60)  # looks again when the window ends, not at the next resync
-    waiting = plan(world(partitions=8), SETTINGS, p.memory, T0 + timedelta(seconds=30))
+    waiting = plan(world(restart, partitions=8), SETTINGS, p.memory, T0 + timedelta(seconds=30))
     assert waiting.driver is None and waiting.events == ()  # one event per decision, not per look
-    later = plan(world(partitions=8), SETTINGS, p.memory, T0 + timedelta(seconds=60))
+    later = plan(world(restart, partitions=8), SETTINGS, p.memory, T0 + timedelta(seconds=60))
     assert later.driver == "delete" and later.status_first and later.status["phase"] == "Restarting"
     assert p.status["desiredExecutors"] == 4 and p.status["executors"] == 2  # desired, while the old count runs
     assert later.status["lastRestart"]["reason"] == "Rescale"
@@ -197,8 +198,8 @@ def test_planned_replacement_after_the_old_driver_is_gone_writes_config_then_cre
     assert "spark.executor.instances=4" in p.patch[0]["data"]["spark.properties"]
 
 
-def test_kubectl_scale_restarts_at_once():
-    p = plan(world({"executors": 4}, applied_overrides={}), SETTINGS, Memory(), T0)
+def test_kubectl_scale_with_rescale_restart_restarts_at_once():
+    p = plan(world({"executors": 4, "scaling": {"rescale": "restart"}}, applied_overrides={}), SETTINGS, Memory(), T0)
     assert p.driver == "delete" and "rescale from 2 to 4" in p.status["message"] + str(p.events)
 
 

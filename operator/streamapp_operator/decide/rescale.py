@@ -1,0 +1,114 @@
+"""How a running driver gets a new executor count: in place, by a restart, or by a restart after an
+in-place rescale it did not apply (the fallback). Pure.
+
+In place (spec.scaling.rescale inPlace, the default): the operator writes the count on the driver pod
+(annotation streamapp.io/executors, with the time in streamapp.io/executors-asked-at); the runtime
+reads it there and applies it through Spark's executor allocation, then reports the count applied
+(metric streamapp_executors_target). A driver that answers without reporting one is a runtime older
+than rescale in place: restarted with the count at once. A Ready driver that has not reported the
+count ``timeout`` after it was asked (the API server out of its reach, a JVM that cannot allocate) is
+restarted with it too. status.scaling.lastRescale records each rescale and how it was made.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal
+
+from .status import rfc3339
+from .world import Event
+
+Action = Literal["none", "ask", "wait", "applied", "restart", "fallback"]
+# How soon to look again while waiting, at the least (a deadline just passed is looked at promptly).
+MIN_LOOK = timedelta(seconds=2)
+
+
+@dataclass(frozen=True)
+class RescaleInputs:
+    in_place: bool  # spec.scaling.rescale
+    wanted: int | None  # the count the driver should run (None: not known)
+    asked: int | None  # the count on the driver pod: what it started with, or was asked for since
+    asked_at: datetime | None  # when it was asked for in place (None: the count it started with)
+    reported: int | None  # the count the driver reports applied (None: not reported)
+    answers: bool  # the driver's metrics were read
+    ready: bool  # the driver pod is Ready (its queries run)
+    last: dict | None  # status.scaling.lastRescale as it is
+    timeout: timedelta
+    now: datetime
+
+
+@dataclass(frozen=True)
+class Rescale:
+    action: Action
+    message: str = ""
+    to: int | None = None  # ask: the count to write on the pod
+    record: dict | None = None  # the new status.scaling.lastRescale (None: as it is)
+    events: tuple[Event, ...] = ()
+    requeue: timedelta | None = None  # ask, wait: when to look again
+
+
+NOTHING = Rescale("none")
+
+
+def decide(i: RescaleInputs) -> Rescale:
+    if i.wanted is None or i.asked is None:
+        return NOTHING
+    if i.wanted != i.asked:
+        return _change(i)
+    if i.asked_at is None:
+        return NOTHING  # the count the driver started with: nothing in flight
+    if i.reported == i.asked:
+        return _applied(i)
+    return _waiting(i)
+
+
+def _change(i: RescaleInputs) -> Rescale:
+    before = i.reported if i.reported is not None else i.asked
+    if not i.in_place:
+        why = f"rescale from {before} to {i.wanted} executors"
+        return Rescale("restart", why, record=_record(before, i.wanted, "Restart", i.now, f"{why} (scaling.rescale restart)"))
+    if i.answers and i.reported is None:
+        why = (f"rescale from {before} to {i.wanted} executors by a restart: the driver reports no executor count "
+               "applied (a runtime older than rescale in place)")
+        return _fallback(i, before, why)
+    why = f"{before} → {i.wanted} executors in place: asked the running driver"
+    return Rescale("ask", why, to=i.wanted, record=_record(before, i.wanted, "InPlace", i.now, why),
+                   events=(Event("Normal", "Rescaling", why),), requeue=i.timeout)
+
+
+def _applied(i: RescaleInputs) -> Rescale:
+    last = i.last or {}
+    if last.get("method") != "InPlace" or last.get("to") != i.asked or last.get("appliedTime"):
+        return NOTHING  # recorded already (or by an operator that lost the record: nothing to add)
+    took = int((i.now - i.asked_at).total_seconds())
+    why = f"{last.get('from')} → {i.asked} executors in place (the driver applied it within {took}s)"
+    return Rescale("applied", why, record={**last, "appliedTime": rfc3339(i.now), "message": why},
+                   events=(Event("Normal", "Rescaled", why),))
+
+
+def _waiting(i: RescaleInputs) -> Rescale:
+    waited = i.now - i.asked_at
+    has = "does not answer" if not i.answers else \
+        ("reports no executor count" if i.reported is None else f"reports {i.reported}")
+    if i.ready and waited >= i.timeout:
+        before = i.reported if i.reported is not None else (i.last or {}).get("from", i.asked)
+        why = (f"rescale to {i.asked} executors by a restart: the driver has not applied it in place within "
+               f"{_seconds(i.timeout)} (it {has})")
+        return _fallback(i, before, why)
+    why = (f"waiting for the driver to apply {i.asked} executors in place (asked {_seconds(waited)} ago; it {has}); "
+           f"restarted with them if it has not within {_seconds(i.timeout)}")
+    return Rescale("wait", why, requeue=max(i.timeout - waited, MIN_LOOK))
+
+
+def _fallback(i: RescaleInputs, before: int, why: str) -> Rescale:
+    return Rescale("fallback", why, record=_record(before, i.wanted, "Fallback", i.now, why),
+                   events=(Event("Warning", "RescaleFallback", why),))
+
+
+def _record(before: int, to: int, method: str, now: datetime, message: str) -> dict:
+    return {"from": before, "to": to, "method": method, "time": rfc3339(now), "message": message[:1024]}
+
+
+def _seconds(span: timedelta) -> str:
+    return f"{int(span.total_seconds())}s"
