@@ -1,7 +1,8 @@
 """scaling.mode load on the test bed: the operator reads the load from the driver's metrics endpoint
 (the runtime's own, standing in for the driver at its kwok pod's loopback address, as in
-test_operator_metrics.py), decides, and restarts the driver gracefully with the count the load needs;
-the decision is in status.scaling and in one Autoscale event."""
+test_operator_metrics.py), decides, and restarts the driver gracefully with the count the load needs
+(scaling.rescale restart; in place: test_operator_rescale.py); the decision is in status.scaling and
+in one Autoscale event."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ def test_the_measured_load_sizes_the_app_through_a_graceful_rescale(cluster, kaf
     topic = unique("lines")
     create_topic(kafka.bootstrap, topic, partitions=8)
     cluster.pv_for("app")
-    scaling = {"mode": "load", "maxExecutors": 6, "scaleUpWindow": "1s", "scaleDownWindow": "2s"}
+    scaling = {"mode": "load", "maxExecutors": 6, "scaleUpWindow": "1s", "scaleDownWindow": "2s", "rescale": "restart"}
     cluster.apply(simple_app("app", cluster.namespace, kafka.bootstrap, topic, scaling=scaling))
     driver = wait_for("a running driver", lambda: cluster.running_driver("app"), timeout=90)
     # the first driver: from the partitions (8 over 1 core, at most 6), until the load is measured;

@@ -69,9 +69,7 @@ def _change(i: RescaleInputs) -> Rescale:
         why = f"rescale from {before} to {i.wanted} executors"
         return Rescale("restart", why, record=_record(before, i.wanted, "Restart", i.now, f"{why} (scaling.rescale restart)"))
     if i.answers and i.reported is None:
-        why = (f"rescale from {before} to {i.wanted} executors by a restart: the driver reports no executor count "
-               "applied (a runtime older than rescale in place)")
-        return _fallback(i, before, why)
+        return _fallback(i, before, _too_old(i.wanted))
     why = f"{before} → {i.wanted} executors in place: asked the running driver"
     return Rescale("ask", why, to=i.wanted, record=_record(before, i.wanted, "InPlace", i.now, why),
                    events=(Event("Normal", "Rescaling", why),), requeue=i.timeout)
@@ -89,6 +87,8 @@ def _applied(i: RescaleInputs) -> Rescale:
 
 def _waiting(i: RescaleInputs) -> Rescale:
     waited = i.now - i.asked_at
+    if i.answers and i.reported is None:  # asked before its first answer: it turns out too old
+        return _fallback(i, i.asked if i.last is None else i.last.get("from", i.asked), _too_old(i.asked))
     has = "does not answer" if not i.answers else \
         ("reports no executor count" if i.reported is None else f"reports {i.reported}")
     if i.ready and waited >= i.timeout:
@@ -99,6 +99,11 @@ def _waiting(i: RescaleInputs) -> Rescale:
     why = (f"waiting for the driver to apply {i.asked} executors in place (asked {_seconds(waited)} ago; it {has}); "
            f"restarted with them if it has not within {_seconds(i.timeout)}")
     return Rescale("wait", why, requeue=max(i.timeout - waited, MIN_LOOK))
+
+
+def _too_old(count: int) -> str:
+    return (f"rescale to {count} executors by a restart: the driver reports no executor count applied (a runtime "
+            "older than rescale in place)")
 
 
 def _fallback(i: RescaleInputs, before: int, why: str) -> Rescale:

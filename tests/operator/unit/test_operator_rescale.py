@@ -47,6 +47,8 @@ def inputs(**changes) -> RescaleInputs:
     # not applied within the timeout by a Ready driver: restarted with the count
     (dict(asked=4, asked_at=T0, now=T0 + MINUTE), "fallback", "not applied it in place within 60s (it reports 2)"),
     (dict(asked=4, asked_at=T0, answers=False, reported=None, now=T0 + MINUTE), "fallback", "it does not answer"),
+    # asked before its first answer, then it answers without the count: too old, restarted at once
+    (dict(asked=4, asked_at=T0, reported=None, now=T0 + timedelta(seconds=5)), "fallback", "older than rescale"),
     # a driver not Ready (starting, or its queries unhealthy) is waited for: it applies the count when it runs
     (dict(asked=4, asked_at=T0, ready=False, now=T0 + 2 * MINUTE), "wait", "asked 120s ago"),
     # asked again before the first was applied: from what the driver reports
