@@ -1,7 +1,7 @@
 """scaling.mode load on the test bed: the operator reads the load from the driver's metrics endpoint
 (the runtime's own, standing in for the driver at its kwok pod's loopback address, as in
 test_operator_metrics.py), decides, and restarts the driver gracefully with the count the load needs
-(scaling.rescale restart; in place: test_operator_rescale.py); the decision is in status.scaling and
+(scaling.rescale restart; in place: test_operator_in_place_rescale.py); the decision is in status.scaling and
 in one Autoscale event."""
 
 from __future__ import annotations

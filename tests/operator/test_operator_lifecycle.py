@@ -152,7 +152,7 @@ def test_a_driver_on_a_lost_node_is_replaced_only_once_the_pod_is_gone(cluster, 
 
 
 def test_executors_follow_the_partition_count(cluster, kafka):
-    # scaling.rescale restart: a new driver with the count (in place: test_operator_rescale.py)
+    # scaling.rescale restart: a new driver with the count (in place: test_operator_in_place_rescale.py)
     topic, first = _started(cluster, kafka, partitions=2, scaling={"rescale": "restart"})
     assert first["metadata"]["annotations"]["streamapp.io/executors"] == "2"
     assert cluster.config_properties("app")["spark.executor.instances"] == "2"
