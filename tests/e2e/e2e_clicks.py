@@ -68,3 +68,21 @@ def produce(bootstrap: str, events: list[clickstream.Click], extra: tuple[str, .
 
 def outputs_exact(cluster, events: list[clickstream.Click], topic: str = OUT, table: str = TABLE):
     return cluster_apps.outputs_exact(cluster.kafka_bootstrap, cluster.postgres_dsn, topic, table, events)
+
+
+class Rounds:
+    """The clicks sent to an app of a test's own (its input topic, output topic and table) round by
+    round, and the check that both outputs hold exactly the windows they give."""
+
+    def __init__(self, topic: str, out: str, table: str):
+        self.topic, self.out, self.table = topic, out, table
+        self.sent: list[clickstream.Click] = []
+
+    def produce(self, cluster, n: int) -> None:
+        events = round_events(n)
+        produce(cluster.kafka_bootstrap, events, topic=self.topic)
+        self.sent.extend(events)
+
+    def exact(self, cluster) -> None:
+        wait_for("output topic and table equal to the expected windows",
+                 lambda: outputs_exact(cluster, self.sent, self.out, self.table), timeout=600, every=5)

@@ -12,8 +12,8 @@ import re
 
 import pytest
 
-from e2e_clicks import (APP, CLASS, NS, PG_SECRET, RUN, TRIGGER, app_object, new_driver, outputs_exact, produce,
-                        round_events, running, wait_for)  # fmt: skip
+from e2e_clicks import (APP, CLASS, NS, PG_SECRET, RUN, TRIGGER, Rounds, app_object, new_driver, running,
+                        wait_for)  # fmt: skip
 from streamapp_testbed import cluster_apps, kafka_admin
 from streamapp_testbed.s3 import REGION
 
@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 S3_APP, S3_SECRET = "click-sessions-s3", "checkpoint-s3"
 TOPIC, OUT, TABLE = f"clickstream-s3-{RUN}", f"session-summaries-s3-{RUN}", f"session_stats_s3_{RUN}"
-SENT: list = []
+ROUNDS = Rounds(TOPIC, OUT, TABLE)
 
 
 def s3_app(c, store, bucket: str) -> dict:
@@ -31,17 +31,6 @@ def s3_app(c, store, bucket: str) -> dict:
     app["spec"]["state"]["checkpoint"] = {"location": f"{bucket}/{NS}/{S3_APP}", "s3": {
         "endpoint": store.endpoint, "region": REGION, "pathStyleAccess": True, "secretRef": {"name": S3_SECRET}}}
     return app
-
-
-def produce_round(c, n: int) -> None:
-    events = round_events(n)
-    produce(c.kafka_bootstrap, events, topic=TOPIC)
-    SENT.extend(events)
-
-
-def exact(c) -> None:
-    wait_for("output topic and table equal to the expected windows", lambda: outputs_exact(c, SENT, OUT, TABLE),
-             timeout=600, every=5)
 
 
 def owner(store, bucket: str) -> str:
@@ -59,22 +48,22 @@ def test_click_sessions_on_an_object_store_checkpoint_survive_a_driver_loss(oper
             {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": PG_SECRET, "namespace": NS},
              "stringData": {"uri": c.postgres_dsn}})
     kafka_admin.create_topic(c.kafka_bootstrap, TOPIC, partitions=1)
-    produce_round(c, 0)
+    ROUNDS.produce(c, 0)
     try:
         c.apply(s3_app(c, store, bucket))
         driver = wait_for("running driver pod", lambda: running(c, "driver", S3_APP), timeout=600)[0]
         claims = json.loads(c.kubectl("get", "pvc", "-n", NS, "-l", f"streamapp.io/app={S3_APP}", "-o", "json").stdout)
         assert claims["items"] == [], "no claim for an object-store checkpoint"
-        exact(c)
+        ROUNDS.exact(c)
         keys = store.objects(bucket, f"{NS}/{S3_APP}/gen-0")
         for pattern in (r"/offsets/\d+$", r"/commits/\d+$", r"/state/\d+/\d+/", r"^[^/]+/[^/]+/gen-0/_owner\.json$"):
             assert any(re.search(pattern, k) for k in keys), (pattern, keys[:20])
         assert owner(store, bucket) == driver["metadata"]["uid"]
 
         c.kubectl("delete", "pod", "-n", NS, driver["metadata"]["name"], "--grace-period=0", "--force")
-        produce_round(c, 1)  # while no driver runs
+        ROUNDS.produce(c, 1)  # while no driver runs
         second = wait_for("a new running driver", lambda: new_driver(c, driver["metadata"]["uid"], S3_APP), timeout=600)
-        exact(c)
+        ROUNDS.exact(c)
         assert app_object(c, S3_APP)["status"]["lastRestart"]["reason"] == "DriverDeleted"
         assert owner(store, bucket) == second["metadata"]["uid"]
     finally:

@@ -10,26 +10,14 @@ from __future__ import annotations
 
 import pytest
 
-from e2e_clicks import (CLASS, NS, PG_SECRET, RUN, TRIGGER, app_object, outputs_exact, produce, round_events,
-                        running, wait_for)  # fmt: skip
+from e2e_clicks import CLASS, NS, PG_SECRET, RUN, TRIGGER, Rounds, app_object, running, wait_for
 from streamapp_testbed import cluster_apps, kafka_admin
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
 
 APP = "click-sessions-rescale"
 TOPIC, OUT, TABLE = f"clickstream-rs-{RUN}", f"session-summaries-rs-{RUN}", f"session_stats_rs_{RUN}"
-SENT: list = []
-
-
-def produce_round(c, n: int) -> None:
-    events = round_events(n)
-    produce(c.kafka_bootstrap, events, topic=TOPIC)
-    SENT.extend(events)
-
-
-def exact(c) -> None:
-    wait_for("output topic and table equal to the expected windows", lambda: outputs_exact(c, SENT, OUT, TABLE),
-             timeout=600, every=5)
+ROUNDS = Rounds(TOPIC, OUT, TABLE)
 
 
 def follows(c, count: int):
@@ -71,12 +59,12 @@ def test_kubectl_scale_changes_the_executors_of_the_running_driver_in_place(oper
     app = cluster_apps.click_sessions_exactly_once(NS, c.kafka_bootstrap, CLASS, TRIGGER, backoff="2s", topic=TOPIC,
                                                    out=OUT, table=TABLE, dead_letter=f"{APP}-dlq-{RUN}")
     app["metadata"]["name"] = APP
-    produce_round(c, 0)
+    ROUNDS.produce(c, 0)
     try:
         c.apply(app)
         wait_for("2 executors", lambda: len(running(c, "executor", APP)) == 2
                  and app_object(c, APP).get("status", {}).get("phase") == "Running", timeout=600)
-        exact(c)
+        ROUNDS.exact(c)
         driver = the_driver(c)
         uid = driver["metadata"]["uid"]
         started = driver_log(c, driver).count("started query")
@@ -84,9 +72,9 @@ def test_kubectl_scale_changes_the_executors_of_the_running_driver_in_place(oper
 
         for n, count in enumerate((1, 2, 1), start=1):
             c.kubectl("scale", "streamapp", APP, "-n", NS, f"--replicas={count}")
-            produce_round(c, n)  # while it rescales
+            ROUNDS.produce(c, n)  # while it rescales
             status = wait_for(f"{count} executors in place", lambda: follows(c, count), timeout=300, every=2)
-            exact(c)
+            ROUNDS.exact(c)
             now = the_driver(c)
             assert now["metadata"]["uid"] == uid, "the driver was replaced"
             assert restart_count(now) == 0, "the driver's container restarted"
