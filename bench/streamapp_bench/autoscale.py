@@ -2,11 +2,9 @@
 load` following a steady input rate, then ×4, then back, once per rescale method (in place against
 today's driver restart), interleaved when there are several rounds.
 
-The operator is installed by its chart; each run is a fresh app (topic of `partitions` partitions,
-checkpoint volume, Postgres table) that reads JSON records {key, seq, pad}, spends CPU on each
-(`sha2(repeat(pad, work), 256)`: the work knob) and keeps a count per key, upserted into Postgres.
-The producer counts what the broker acknowledged per key, so after the run the table is compared
-with an exact reference: rows lost (a key's count short) and duplicated (a count over). The app
+The operator is installed by its chart; each run is a fresh load-step app (streamapp_testbed.load_app:
+topic of `partitions` partitions, checkpoint volume, Postgres table; `work` is its CPU knob), and
+after the run its table is compared with what the broker acknowledged: rows lost and duplicated. The app
 starts with maxExecutors 1 (so it does not begin at the partition count and shrink) and, once its
 batches flow, maxExecutors is raised to 4: then the base phase, the ×4 step and the way back, each
 second sampled (autoscale_probe). Figures: autoscale_analysis."""
@@ -22,12 +20,13 @@ from pathlib import Path
 
 from streamapp_testbed import cluster, cluster_apps, kafka_admin
 from streamapp_testbed.cluster_client import ClusterClient, check_kubeconfig, wait_for
+from streamapp_testbed.load_app import QUERY, PacedProducer, compare, manifest, table_counts
 
 from . import autoscale_analysis as analysis
-from .autoscale_probe import Probe, Producer1s
+from .autoscale_probe import Probe
 
 log = logging.getLogger("bench.autoscale")
-NS, CLASS, QUERY = "streamapp-bench-autoscale", "streamapp-bench-autoscale", "counts-pg"
+NS, CLASS = "streamapp-bench-autoscale", "streamapp-bench-autoscale"
 METHODS = ("restart", "inPlace")
 
 
@@ -36,54 +35,6 @@ def rescale_field_known() -> bool:
     from streamapp_api.spec import Scaling
 
     return "rescale" in Scaling.model_fields
-
-
-def manifest(name: str, bootstrap: str, topic: str, table: str, method: str | None, *, work: int, trigger: str,
-             up_window: str, down_window: str, executor_cpu: str) -> dict:
-    scaling = {"mode": "load", "minExecutors": 1, "maxExecutors": 1, "scaleUpWindow": up_window,
-               "scaleDownWindow": down_window}
-    if method:
-        scaling["rescale"] = method
-    return {
-        "apiVersion": "streamapp.io/v1alpha1", "kind": "StreamApp", "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "kafka": {"bootstrapServers": bootstrap},
-            "sources": [{"name": "events", "topic": topic, "format": "json", "startingOffsets": "earliest",
-                         "schema": {"key": "string", "seq": "long", "pad": "string"}}],
-            "streams": [{"name": "counts", "from": "events", "emit": "updates", "steps": [
-                {"withColumns": {"work": f"sha2(repeat(pad, {work}), 256)"}},
-                {"aggregate": {"groupBy": ["key"],
-                               "columns": {"records": "count(*)", "last_seq": "max(seq)", "digest": "max(work)"}}}]}],
-            "sinks": [{"name": QUERY, "from": "counts",
-                       "postgres": {"secretRef": {"name": "pg"}, "table": table, "primaryKey": ["key"]}}],
-            "state": {"checkpoint": {"size": "1Gi", "accessModes": ["ReadWriteMany"], "storageClassName": CLASS}},
-            "driver": {"cores": 1, "memory": "1g"},
-            "executor": {"cores": 1, "memory": "1g"},
-            # a 2-core node holds the driver (1 core asked) and 4 executors only if they ask for little;
-            # Spark's REST API tells which executors ran tasks
-            "sparkConf": {"spark.kubernetes.executor.request.cores": executor_cpu, "spark.ui.enabled": "true"},
-            "trigger": trigger,
-            "deadLetter": {"enabled": False},  # one query: the counts
-            "restartPolicy": {"backoff": "1s", "maxBackoff": "10s", "maxRestarts": 0},
-            "scaling": scaling,
-        },
-    }  # fmt: skip
-
-
-def table_counts(dsn: str, table: str) -> dict[str, int]:
-    import psycopg
-
-    try:
-        with psycopg.connect(dsn, connect_timeout=5) as conn:
-            return dict(conn.execute(f"SELECT key, records FROM {table}").fetchall())
-    except psycopg.errors.UndefinedTable:
-        return {}
-
-
-def compare(want: dict[str, int], got: dict[str, int]) -> dict:
-    lost = sum(max(n - got.get(k, 0), 0) for k, n in want.items())
-    duplicated = sum(max(n - want.get(k, 0), 0) for k, n in got.items())
-    return {"produced": sum(want.values()), "in_table": sum(got.values()), "lost": lost, "duplicated": duplicated}
 
 
 class Run:
@@ -120,11 +71,11 @@ class Run:
         os.chmod(self.volume_dir, 0o777)
         c.apply(cluster_apps.hostpath_volume(self.volume, str(self.volume_dir), CLASS))
         kafka_admin.create_topic(bootstrap, self.topic, partitions=o["partitions"])
-        self.producer = Producer1s(bootstrap, self.topic, lambda: self.rate)
+        self.producer = PacedProducer(bootstrap, self.topic, lambda: self.rate)
         self.producer.start()
-        app = manifest(self.name, bootstrap, self.topic, self.table, self.method if self.pass_method else None,
-                       work=o["work"], trigger=o["trigger"], up_window=o["up_window"], down_window=o["down_window"],
-                       executor_cpu=o["executor_cpu"])
+        app = manifest(self.name, NS, bootstrap, self.topic, self.table, CLASS,
+                       rescale=self.method if self.pass_method else None, work=o["work"], trigger=o["trigger"],
+                       up_window=o["up_window"], down_window=o["down_window"], executor_cpu=o["executor_cpu"])
         t_apply = time.time()
         c.apply(app)
         probe = Probe(c, NS, self.name, QUERY, bootstrap, self.topic, o["partitions"], t0=t_apply)

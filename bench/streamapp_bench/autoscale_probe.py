@@ -1,4 +1,4 @@
-"""What the autoscale bench reads once a second from a running app, and the producer that drives it.
+"""What the autoscale bench reads once a second from a running app (its producer: streamapp_testbed.load_app).
 
 Read: the app's pods (kubectl), its status.scaling, the driver's metrics endpoint and Spark's REST
 API (executors that ran tasks), and the lag of the app's consumer group
@@ -9,73 +9,14 @@ topic's newest offsets. Every reading that does not answer is None in the sample
 from __future__ import annotations
 
 import json
-import threading
 import time
 import urllib.request
-from collections import Counter
 from datetime import datetime
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 from streamapp_api import contract
-
-KEYS = 200  # distinct keys the app counts records of
-
-
-class Producer1s(threading.Thread):
-    """Produces `rate()` records per second (in tenths of a second) to `topic`, each
-    {"key", "seq", "pad"}; counts what the broker acknowledged, per key: the exact reference."""
-
-    def __init__(self, bootstrap: str, topic: str, rate):
-        super().__init__(name="bench-autoscale-producer", daemon=True)
-        self.topic, self.rate = topic, rate
-        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
-        self.stopped = threading.Event()
-        self.acked: Counter = Counter()
-        self.errors: list[str] = []
-        self.sent = 0
-        self.per_second: dict[int, int] = {}  # whole second of time.time() -> records produced in it
-        self._lock = threading.Lock()
-
-    def _delivered(self, err, msg) -> None:
-        if err is not None:
-            self.errors.append(str(err))
-        else:
-            with self._lock:
-                self.acked[msg.key().decode()] += 1
-
-    def run(self) -> None:
-        tick = time.monotonic()
-        owed = 0.0
-        while not self.stopped.is_set():
-            owed += self.rate() / 10
-            n, owed = int(owed), owed - int(owed)
-            pad = "x" * 64
-            for _ in range(n):
-                seq = self.sent
-                key = f"k-{seq % KEYS:04d}"
-                value = json.dumps({"key": key, "seq": seq, "pad": f"{seq:016d}{pad[16:]}"})
-                while True:
-                    try:
-                        self.producer.produce(self.topic, key=key, value=value, on_delivery=self._delivered)
-                        break
-                    except BufferError:
-                        self.producer.poll(0.05)
-                self.sent += 1
-            second = int(time.time())
-            self.per_second[second] = self.per_second.get(second, 0) + n
-            self.producer.poll(0)
-            tick += 0.1
-            time.sleep(max(0.0, tick - time.monotonic()))
-        self.producer.flush(60)
-        self.producer = None  # its threads end with it: none may reach for the broker once the cluster is gone
-
-    def stop(self) -> dict[str, int]:
-        self.stopped.set()
-        self.join(timeout=90)
-        with self._lock:
-            return dict(self.acked)
 
 
 class Probe:

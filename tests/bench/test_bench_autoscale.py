@@ -87,7 +87,7 @@ def test_a_lag_thrown_up_again_by_a_later_rescale_counts_from_when_it_stays_back
 
 
 def test_rows_are_compared_per_key_with_what_the_broker_acknowledged():
-    from streamapp_bench.autoscale import compare
+    from streamapp_testbed.load_app import compare
 
     assert compare({"k1": 5, "k2": 3, "k3": 1}, {"k1": 5, "k2": 4}) == {
         "produced": 9, "in_table": 9, "lost": 1, "duplicated": 1}
