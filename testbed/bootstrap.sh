@@ -93,6 +93,14 @@ if [[ $mode == all && ! -f $helm_dir/.complete ]]; then
   helm_pid=$!
 fi
 
+karpenter_dir=$CACHE/karpenter-$KARPENTER_VERSION
+karpenter_pid=
+if [[ $mode == all && ! -f $karpenter_dir/.complete ]]; then
+  step "building Karpenter's kwok provider $KARPENTER_VERSION (log: $CACHE/logs/karpenter-build.log)"
+  CACHE=$CACHE KARPENTER_VERSION=$KARPENTER_VERSION "$here/build-karpenter.sh" >"$CACHE/logs/karpenter-build.log" 2>&1 &
+  karpenter_pid=$!
+fi
+
 python_venv
 
 # --- Java: the Kafka broker and Spark's Kafka connector, resolved by Maven from Maven Central.
@@ -150,6 +158,11 @@ fi
 if [[ -n $helm_pid ]] && ! wait "$helm_pid"; then
   tail -n 40 "$CACHE/logs/helm-build.log"
   echo "helm build failed; full log: $CACHE/logs/helm-build.log" >&2
+  exit 1
+fi
+if [[ -n $karpenter_pid ]] && ! wait "$karpenter_pid"; then
+  tail -n 40 "$CACHE/logs/karpenter-build.log"
+  echo "Karpenter build failed; full log: $CACHE/logs/karpenter-build.log" >&2
   exit 1
 fi
 step "test bed ($mode) installed under $CACHE"

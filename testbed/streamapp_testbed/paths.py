@@ -52,6 +52,11 @@ class Installed:
         return self._need(self.kube_bin / name)
 
     @property
+    def karpenter(self) -> Path:
+        """Karpenter's kwok provider (bin/karpenter-kwok; module-dir: its module, with the CRDs, in Go's cache)."""
+        return self._need(self.root / f"karpenter-{versions()['KARPENTER_VERSION']}")
+
+    @property
     def kafka_jars(self) -> Path:
         return self._need(self.root / "jars" / f"kafka-broker-{versions()['KAFKA_VERSION']}")
 
