@@ -32,11 +32,12 @@ BENCH_DIR = REPO_DIR / "bench"
 BENCHES = {
     "dataplane": (("kafka", "postgres"), lambda tb, wd, a: dataplane.run(
         tb, wd, n=a.n, partitions=a.partitions, live_seconds=a.live_seconds, max_offsets=a.max_offsets or max(a.n // 30, 1000),
-        users=a.users, timeout=a.timeout, min_seconds=a.min_seconds, only=a.engines)),
+        users=a.users, timeout=a.timeout, rounds_of_each=a.rounds, min_seconds=a.min_seconds, only=a.engines,
+        results=a.results)),
     # delivery exactly-once against at-least-once on the Kafka sink (issue 19)
     "delivery": (("kafka",), lambda tb, wd, a: delivery.run(
         tb, wd, n=a.delivery_n, partitions=a.partitions, max_offsets=max(a.delivery_n // 30, 1000), users=a.users,
-        repeats=a.repeats, live_seconds=a.live_seconds, timeout=a.timeout)),
+        repeats=a.rounds, live_seconds=a.live_seconds, timeout=a.timeout)),
     "controlplane": (("kafka", "kube", "kwok"), lambda tb, wd, a: controlplane.run(
         tb, wd, total=a.apps, batch=a.batch, fail=a.fail, settle=a.settle, timeout=a.timeout,
         profile_seconds=a.profile_seconds)),
@@ -49,6 +50,14 @@ BENCHES = {
         base_s=a.autoscale_phases[0], step_s=a.autoscale_phases[1], back_s=a.autoscale_phases[2],
         timeout=min(a.timeout, 300), results=a.results)),
 }
+# What `make bench` runs when no bench is named: ≈ 38 minutes on a quiet machine (bench/README.md, "How
+# long"); delivery (≈ 10 min) and autoscale (≈ 18 min) run when named, or with "all".
+DEFAULT_BENCHES = ("dataplane", "controlplane", "recovery")
+# --quick: a developer's run of the same code in minutes (small inputs, 2 rounds, short phases), its
+# results and figures kept apart from the project's (bench/results-quick/, with a README of its own).
+QUICK = {"n": 500_000, "rounds": 2, "min_seconds": 5, "live_seconds": 10, "delivery_n": 200_000, "apps": 200,
+         "fail": 20, "settle": 10, "profile_seconds": 0, "kills": 1, "autoscale_phases": (20, 60, 30),
+         "results": BENCH_DIR / "results-quick"}
 
 
 def machine() -> dict:
@@ -70,20 +79,32 @@ def software() -> dict:
             "Python": platform.python_version(), "Java": java.split('"')[1] if '"' in java else java}
 
 
+def quick_options() -> str:
+    text = lambda v: ",".join(map(str, v)) if isinstance(v, tuple) else str(v)  # noqa: E731
+    return " ".join(f"--{k.replace('_', '-')} {text(v)}" for k, v in QUICK.items() if k != "results")
+
+
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m streamapp_bench", description=__doc__.splitlines()[0])
-    p.add_argument("benches", nargs="*", metavar="BENCH", help=f"any of {', '.join(BENCHES)} (default: all)")
+    p.add_argument("benches", nargs="*", metavar="BENCH",
+                   help=f"any of {', '.join(BENCHES)}, or all (default: {', '.join(DEFAULT_BENCHES)})")
+    p.add_argument("--quick", action="store_true",
+                   help=f"a developer's run in minutes: {quick_options()} unless given; results in "
+                        f"{QUICK['results'].relative_to(REPO_DIR)}/ with a README of their own")
+    p.add_argument("--rounds", "--repeats", type=int, default=3,
+                   help="dataplane and delivery: runs of each engine, interleaved (a, b, c, a, b, c, …)")
     p.add_argument("--n", type=int, default=3_000_000, help="events in the data-plane backlog")
     p.add_argument("--partitions", type=int, default=4)
     p.add_argument("--delivery-n", type=int, default=1_000_000, help="events in the delivery bench's backlog")
-    p.add_argument("--repeats", type=int, default=3, help="delivery: throughput runs of each engine, interleaved")
     p.add_argument("--users", type=int, default=5000, help="concurrent users of the generator")
     p.add_argument("--max-offsets", type=int, default=0, help="Spark maxOffsetsPerTrigger (default N/30)")
     p.add_argument("--engines", type=lambda text: tuple(e for e in text.split(",") if e), default=(),
                    help="data plane: measure only the sustained rate of these, comma-separated (runtime, runtime-nodlq, "
                         "handwritten, kstreams, raw); no latency or DB-write runs")
-    p.add_argument("--live-seconds", type=float, default=60, help="length of each fixed-rate latency run")
-    p.add_argument("--min-seconds", type=float, default=60, help="the raw consumer reads the topic again until this long")
+    p.add_argument("--live-seconds", type=float, default=30, help="length of each fixed-rate latency run")
+    p.add_argument("--min-seconds", type=float, default=30,
+                   help="data plane: an engine whose first run at N wrote output for less than this runs every round "
+                        "on a larger backlog; the raw consumer reads the topic again until this long")
     p.add_argument("--apps", type=int, default=1000)
     p.add_argument("--batch", type=int, default=100)
     p.add_argument("--fail", type=int, default=100)
@@ -100,13 +121,19 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                    help="autoscale: seconds of base, ×4 and back")
     p.add_argument("--timeout", type=float, default=900, help="per engine run / per wait")
     p.add_argument("--results", type=Path, default=BENCH_DIR / "results")
-    p.add_argument("--readme", type=Path, default=REPO_DIR / "README.md", help="'-': do not render")
+    p.add_argument("--readme", type=Path, default=None,
+                   help="'-': do not render (default: README.md; with --quick, README.md in the results folder)")
     p.add_argument("--keep-workdir", action="store_true", help="keep each bench's work folder (operator log, profile)")
     args = p.parse_args(argv)
-    unknown = set(args.benches) - set(BENCHES)
+    if args.quick:  # the quick values where the command line gave none
+        p.set_defaults(**QUICK)
+        args = p.parse_args(argv)
+    if args.readme is None:
+        args.readme = args.results / "README.md" if args.quick else REPO_DIR / "README.md"
+    unknown = set(args.benches) - set(BENCHES) - {"all"}
     if unknown:
-        p.error(f"unknown bench {', '.join(sorted(unknown))}; known: {', '.join(BENCHES)}")
-    args.benches = args.benches or list(BENCHES)
+        p.error(f"unknown bench {', '.join(sorted(unknown))}; known: {', '.join(BENCHES)}, all")
+    args.benches = list(BENCHES) if "all" in args.benches else args.benches or list(DEFAULT_BENCHES)
     return args
 
 

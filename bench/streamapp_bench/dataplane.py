@@ -1,6 +1,7 @@
 """The data-plane bench: the same backlog through (a)–(d) for the sustained rate, then (a)–(c) at a
-fixed rate (half the slowest engine's maximum) for end-to-end latency, then the DB-write ratio of the
-example as written (emit final, Kafka and Postgres sinks) over the backlog."""
+fixed rate (half the slowest engine's median) for end-to-end latency, each in rounds (every engine
+once per round, interleaved: rounds.py), then the DB-write ratio of the example as written (emit
+final, Kafka and Postgres sinks) over the backlog."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from . import clicks, engines, measure, topics
+from . import clicks, dataplane_figures, engines, measure, rounds, topics
 
 log = logging.getLogger("bench.data")
 WARMUP_EVENTS = 300
@@ -65,10 +66,11 @@ def throughput(bed, run: engines.Run, engine: str, counted: int, total: int, tim
     return out
 
 
-def raw_throughput(run: engines.Run, total: int, min_seconds: float, timeout: float) -> dict:
-    """The raw consumer, with as many passes over the topic as it takes to last `min_seconds`."""
-    passes, out = 1, {}
-    for _attempt in range(3):  # the first pass runs cold: the estimate of how many passes improves
+def raw_throughput(run: engines.Run, total: int, min_seconds: float, timeout: float, passes: int = 0) -> dict:
+    """The raw consumer, with as many passes over the topic as it takes to last `min_seconds`, or
+    exactly `passes` (a later round: the first decided how many)."""
+    out, attempts, passes = {}, 1 if passes else 3, passes or 1
+    for _attempt in range(attempts):  # the first pass runs cold: the estimate of how many passes improves
         proc = engines.raw_consumer(replace(run, workdir=run.workdir / f"raw-{passes}"), total * passes)
         began = time.monotonic()
         while proc.running and time.monotonic() - began < timeout:
@@ -117,6 +119,7 @@ def latency(run: engines.Run, engine: str, rate: float, seconds: float, timeout:
            "p50_ms": measure.percentile(lat, 50), "p99_ms": measure.percentile(lat, 99),
            "max_ms": max(lat) if lat else None, "latencies": len(lat), "missing": missing}
     log.info("latency %s: %s", engine, out)
+    out["cdf"] = rounds.quantiles(lat)  # the distribution, for the plot
     return out
 
 
@@ -146,59 +149,102 @@ def db_writes(run: engines.Run, total: int, dsn: str, timeout: float) -> dict:
     return out
 
 
+class Backlogs:
+    """The input topics of the throughput runs, each produced once and read from the beginning by every
+    run on it: the default N, and larger ones for engines that at N worked less than `min_seconds`."""
+
+    def __init__(self, bootstrap: str, users: int, partitions: int):
+        self.bootstrap, self.users, self.partitions = bootstrap, users, partitions
+        self.topics: dict[int, tuple[str, int, int]] = {}
+
+    def of(self, n: int) -> tuple[str, int, int]:
+        """(topic, events produced, clicks and page views among them) of the backlog of N events."""
+        if n not in self.topics:
+            name = "clicks-backlog" if not self.topics else f"clicks-backlog-{n}"
+            self.topics[n] = produce_backlog(self.bootstrap, name, n, self.users, self.partitions)
+        return self.topics[n]
+
+
+class ThroughputRounds:
+    """One engine's run in one round. Its first run decides the backlog of all its rounds: on N, or when
+    the engine wrote output for less than `min_seconds` there, on a larger one (the run at N is then
+    kept as `at_default_n` and the round's run is made again on the larger backlog)."""
+
+    def __init__(self, bed, base: engines.Run, backlogs: Backlogs, n: int, min_seconds: float, timeout: float):
+        self.bed, self.base, self.backlogs, self.n = bed, base, backlogs, n
+        self.min_seconds, self.timeout = min_seconds, timeout
+        self.size: dict[str, int] = {}  # engine → its backlog's N (the raw consumer: its passes)
+
+    def run(self, i: int, engine: str) -> dict:
+        if engine == "raw":
+            topic, produced, _ = self.backlogs.of(self.n)
+            out = raw_throughput(replace(self.base, source=topic, workdir=self.base.workdir / f"tput-raw-{i}"), produced,
+                                 self.min_seconds, self.timeout, passes=self.size.get("raw", 0))
+            self.size.setdefault("raw", out["passes"])
+            return out
+        first = engine not in self.size
+        out = self._at(i, engine, self.size.get(engine, self.n))
+        if first:
+            self.size[engine] = measure.larger_n(self.backlogs.of(self.n)[1], out, self.min_seconds) or self.n
+            if self.size[engine] != self.n:  # N was too small for this engine: again, on a larger backlog
+                at_n = {k: out[k] for k in ("events_per_s", "output_seconds", "measured_seconds")}
+                out = {**self._at(i, engine, self.size[engine]), "at_default_n": at_n}
+        return out
+
+    def _at(self, i: int, engine: str, n: int) -> dict:
+        topic, produced, counted = self.backlogs.of(n)
+        name = f"{engine}-{i}" if n == self.n else f"{engine}-{i}-{n}"
+        r = replace(self.base, source=topic, target=f"out-{name}", workdir=self.base.workdir / f"tput-{name}")
+        out = throughput(self.bed, r, engine, counted, produced, self.timeout)
+        return {**out, "n": produced} if n != self.n else out
+
+
 def run(bed, workdir: Path, n: int, partitions: int, live_seconds: float, max_offsets: int, users: int,
-        timeout: float, engines_to_run=("runtime", "handwritten", "kstreams"), min_seconds: float = 60,
-        variants=("runtime-nodlq",), only: tuple[str, ...] = ()) -> dict:
-    """``only``: measure just these engines' sustained rates (and "raw"), skipping latency and DB writes."""
+        timeout: float, rounds_of_each: int = 3, engines_to_run=("runtime", "handwritten", "kstreams"),
+        min_seconds: float = 60, variants=("runtime-nodlq",), only: tuple[str, ...] = (),
+        results: Path | None = None) -> dict:
+    """Every engine `rounds_of_each` times, interleaved (a, a′, b, c, d, a, a′, …) on the same backlog,
+    then the latency runs interleaved the same way, then the DB writes. ``only``: measure just these
+    engines' sustained rates (and "raw"), skipping latency and DB writes. ``results``: where the PNGs go."""
     unknown = set(only) - set(engines.ENGINES) - {"raw"}
     if unknown:
         raise ValueError(f"unknown engines {', '.join(sorted(unknown))}; known: {', '.join([*engines.ENGINES, 'raw'])}")
     if only:
         engines_to_run, variants = tuple(e for e in only if e in engines.ENGINES), ()
     bootstrap = bed.kafka.bootstrap
-    began = time.monotonic()
-    backlog, produced, counted = produce_backlog(bootstrap, "clicks-backlog", n, users, partitions)
-    result = {"n": produced, "counted": counted, "partitions": partitions, "users": users,
+    began, started = time.monotonic(), time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    backlogs = Backlogs(bootstrap, users, partitions)
+    _, produced, counted = backlogs.of(n)
+    result = {"n": produced, "counted": counted, "partitions": partitions, "users": users, "rounds": rounds_of_each,
               "max_offsets_per_trigger": max_offsets, "produce_seconds": round(time.monotonic() - began, 1)}
     log.info("backlog: %s", result)
-    base = engines.Run(bootstrap, backlog, "", workdir, "updates", max_offsets, partitions)
-    rates, larger = {}, {}
-    for engine in (*engines_to_run, *variants):
-        r = replace(base, target=f"out-{engine}", workdir=workdir / f"tput-{engine}")
-        rates[engine] = throughput(bed, r, engine, counted, produced, timeout)
-        size = measure.larger_n(produced, rates[engine], min_seconds)
-        if size:  # N was too small for this engine to work `min_seconds`: again, on a larger backlog
-            if size not in larger:
-                larger[size] = produce_backlog(bootstrap, f"clicks-backlog-{size}", size, users, partitions)
-            topic, size_produced, size_counted = larger[size]
-            at_n = {k: rates[engine][k] for k in ("events_per_s", "output_seconds", "measured_seconds")}
-            r = replace(base, source=topic, target=f"out-{engine}-{size}", workdir=workdir / f"tput-{engine}-{size}")
-            rates[engine] = {**throughput(bed, r, engine, size_counted, size_produced, timeout), "n": size_produced,
-                             "at_default_n": at_n}
-    if not only or "raw" in only:
-        rates["raw"] = raw_throughput(replace(base, workdir=workdir / "tput-raw"), produced, min_seconds, timeout)
-    result["throughput"] = rates
-    if only:
-        return {**result, "ratios": ratios(rates)}
-    measured = [rates[e]["events_per_s"] for e in engines_to_run if rates[e]["events_per_s"]]
-    live_rate = 0.5 * min(measured) if measured else 1000.0
-    result["live_rate"] = live_rate
-    result["latency"] = {
-        engine: latency(replace(base, source=f"live-in-{engine}", target=f"live-out-{engine}",
-                                workdir=workdir / f"live-{engine}", max_offsets=0), engine, live_rate,
-                        live_seconds, timeout)
-        for engine in engines_to_run}
-    if bed.postgres is not None and "runtime" in engines_to_run:
-        result["db"] = db_writes(replace(base, target="out-db", workdir=workdir / "db"), produced,
-                                 bed.postgres.dsn, timeout)
-    result["ratios"] = ratios(rates)
+    base = engines.Run(bootstrap, "", "", workdir, "updates", max_offsets, partitions)
+    measured = dataplane_figures.in_order([*engines_to_run, *variants, *(("raw",) if not only or "raw" in only else ())])
+    result["order"] = rounds.interleave(measured, rounds_of_each)
+    each = ThroughputRounds(bed, base, backlogs, n, min_seconds, timeout)
+    runs: dict[str, list[dict]] = {e: [] for e in measured}
+    for i, engine in result["order"]:
+        runs[engine].append({**each.run(i, engine), "round": i})
+    result["throughput"] = dataplane_figures.throughput_figures(runs)
+    result["ratios"] = dataplane_figures.ratios(runs)
+    if not only:
+        result.update(latency_rounds(base, engines_to_run, result["throughput"], rounds_of_each, live_seconds, timeout))
+        if bed.postgres is not None and "runtime" in engines_to_run:
+            result["db"] = db_writes(replace(base, source=backlogs.of(n)[0], target="out-db", workdir=workdir / "db"),
+                                     produced, bed.postgres.dsn, timeout)
+    if results is not None:
+        dataplane_figures.plot(results, result, started)
     return result
 
 
-def ratios(rates: dict) -> dict:
-    get = lambda e: rates.get(e, {}).get("events_per_s")  # noqa: E731
-    return {"a_over_b": measure.ratio(get("runtime"), get("handwritten")),
-            "a_over_c": measure.ratio(get("runtime"), get("kstreams")),
-            "a_over_d": measure.ratio(get("runtime"), get("raw")),
-            "a_nodlq_over_b": measure.ratio(get("runtime-nodlq"), get("handwritten")),
-            "a_nodlq_over_c": measure.ratio(get("runtime-nodlq"), get("kstreams"))}
+def latency_rounds(base: engines.Run, engines_to_run, throughput_figures: dict, rounds_of_each: int,
+                   live_seconds: float, timeout: float) -> dict:
+    """Each engine at half the slowest engine's median rate, `rounds_of_each` times, interleaved; every
+    run on fresh topics."""
+    live_rate = dataplane_figures.live_rate(throughput_figures, engines_to_run)
+    runs: dict[str, list[dict]] = {e: [] for e in engines_to_run}
+    for i, engine in rounds.interleave(dataplane_figures.in_order(engines_to_run), rounds_of_each):
+        r = replace(base, source=f"live-in-{engine}-{i}", target=f"live-out-{engine}-{i}",
+                    workdir=base.workdir / f"live-{engine}-{i}", max_offsets=0)
+        runs[engine].append({**latency(r, engine, live_rate, live_seconds, timeout), "round": i})
+    return {"live_rate": live_rate, "latency": dataplane_figures.latency_figures(runs)}

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+
+from . import dataplane_figures
 
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 LABELS = {"runtime": "(a) StreamApp runtime", "handwritten": "(b) hand-written PySpark",
@@ -29,51 +32,73 @@ def _target(value, goal: float, higher: bool = True, unit: str = "") -> str:
     return f"{value:.2f}{unit} ({'meets' if ok else 'misses'} {'≥' if higher else '≤'} {goal:g}{unit})"
 
 
-def dataplane(r: dict) -> list[str]:
+def _spread(s: dict | None, digits: int = 0, unit: str = "", scale: float = 1) -> str:
+    """A spread of rounds.spread as "median (min–max)"; the median alone when one run gave it."""
+    if not s or s.get("median") is None:
+        return "—"
+    text = lambda v: f"{v / scale:,.{digits}f}"  # noqa: E731
+    if s["runs"] == 1 or s["min"] == s["max"]:
+        return f"{text(s['median'])}{unit}"
+    return f"{text(s['median'])}{unit} ({text(s['min'])}–{text(s['max'])})"
+
+
+def _ratio_target(s: dict | None, goal: float) -> str:
+    if not s or s.get("median") is None:
+        return "—"
+    by = " by its median" if s["runs"] > 1 else ""
+    return f"{_spread(s, 2)} ({'meets' if s['median'] >= goal else 'misses'} ≥ {goal:g}{by})"
+
+
+def dataplane(r: dict, images: str = "bench/results") -> list[str]:
     d = r["result"]
-    t, lat, ratios = d["throughput"], d.get("latency", {}), d["ratios"]
+    t, lat, ratios, rounds = d["throughput"], d.get("latency", {}), d["ratios"], d.get("rounds", 1)
+    live = (f" Latency at a fixed {d['live_rate']:,.0f} events/s (half the slowest engine's median) for "
+            f"{r['args'].get('live_seconds', '?')} s{', in as many rounds, interleaved the same way' if rounds > 1 else ''}."
+            if lat else "")
+    how = (f"{rounds} rounds: every engine once per round, interleaved (a, a′, b, c, d, a, …), each run reading the "
+           f"same backlog from the beginning; medians with the lowest and highest run in brackets, ratios taken "
+           f"within each round." if rounds > 1 else
+           "One run of each engine, one after another on the same backlog: no spread (a single run cannot tell a "
+           "20 % change from noise).")
     lines = [f"**Data plane** — seed 000 click sessions (1-minute tumbling windows per session: clicks, page views, "
              f"time spent; 30 s watermark), N = {d['n']:,} events ({d['counted']:,} clicks and page views) on "
              f"{d['partitions']} partitions; emit updates; Spark `maxOffsetsPerTrigger` {d['max_offsets_per_trigger']:,}. "
-             f"Latency at a fixed {d['live_rate']:,.0f} events/s (half the slowest engine's maximum) for "
-             f"{r['args'].get('live_seconds', '?')} s.", "",
-             "| engine | events/s (10 %→90 %) | measured over | (a) ÷ this | latency p50 | latency p99 |",
+             f"{how}{live}", "",
+             "| engine | events/s (10 %→90 %) | measured over | (a) ÷ this, per round | latency p50 | latency p99 |",
              "| --- | ---: | ---: | ---: | ---: | ---: |"]
-    for engine in ("runtime", "runtime-nodlq", "handwritten", "kstreams", "raw"):
-        row = t.get(engine)
-        if row is None:
-            continue
-        a = t.get("runtime", {}).get("events_per_s")
-        this = row.get("events_per_s")
-        ratio = "1.00" if engine == "runtime" else (_n(a / this, 2) if a and this else "—")
-        seconds = row.get("measured_seconds")
+    for engine in dataplane_figures.in_order(list(t)):
+        row = t[engine]
+        ratio = "1.00" if engine == "runtime" else _spread(ratios.get(dataplane_figures.A_OVER.get(engine, "")), 2)
         extra = f" ({row['passes']} passes)" if row.get("passes", 1) > 1 else ""
         if row.get("n"):
             extra += f" (N = {row['n']:,})"
         lat_row = lat.get(engine, {})
-        lines.append(f"| {LABELS[engine]} | {_n(this)} | {_n(seconds, 0, ' s')}{extra} | {ratio} | "
-                     f"{_ms(lat_row.get('p50_ms'))} | {_ms(lat_row.get('p99_ms'))} |")
+        lines.append(f"| {LABELS[engine]} | {_spread(row['events_per_s'])} | "
+                     f"{_n(row['measured_seconds']['median'], 0, ' s')}{extra} | {ratio} | "
+                     f"{_spread(lat_row.get('p50_ms'), 2, ' s', 1000)} | {_spread(lat_row.get('p99_ms'), 2, ' s', 1000)} |")
     minimum = r["args"].get("min_seconds", 60)
-    again = [f"{LABELS[e].split(' ')[0]} at N = {d['n']:,} wrote output for {t[e]['at_default_n']['output_seconds']:.0f} s "
+    short_name = lambda e: LABELS[e].split(" ")[0]  # noqa: E731
+    again = [f"{short_name(e)} at N = {d['n']:,} wrote output for {t[e]['at_default_n']['output_seconds']:.0f} s "
              f"({_n(t[e]['at_default_n']['events_per_s'])} events/s)" for e in t if t[e].get("at_default_n")]
     if again:
-        lines += ["", f"Engines that at N worked less than {minimum:g} s ran again on a larger backlog (its N in the "
-                  f"row), so that each run lasts at least that long: {'; '.join(again)}."]
-    short = [f"{LABELS[e].split(' ')[0]} {t[e]['output_seconds']:.0f} s" for e in t
-             if t[e].get("output_seconds") is not None and t[e]["output_seconds"] < minimum]
+        lines += ["", f"Engines that at N worked less than {minimum:g} s ran on a larger backlog (its N in the row) "
+                  f"in every round, decided by their first run: {'; '.join(again)}."]
+    short = [f"{short_name(e)} {run['output_seconds']:.0f} s (round {run.get('round', 0) + 1})" for e in t
+             for run in t[e]["runs"] if run.get("output_seconds") is not None and run["output_seconds"] < minimum]
     if short:
         lines += ["", f"Runs that still wrote output for less than {minimum:g} s: {', '.join(short)}."]
-    lines += ["", f"(a)/(b) = {_target(ratios['a_over_b'], 0.95)}; (a)/(c) = {_target(ratios['a_over_c'], 1.0)}; "
-              f"(a)/(d) = {_n(ratios['a_over_d'], 3)}."]
+    lines += ["", f"Per round: (a)/(b) = {_ratio_target(ratios.get('a_over_b'), 0.95)}; "
+              f"(a)/(c) = {_ratio_target(ratios.get('a_over_c'), 1.0)}; (a)/(d) = {_spread(ratios.get('a_over_d'), 3)}."]
     if ratios.get("a_nodlq_over_b"):
-        lines[-1] += (f" With dead letters off, (a′)/(b) = {_n(ratios['a_nodlq_over_b'], 2)} and "
-                      f"(a′)/(c) = {_n(ratios.get('a_nodlq_over_c'), 2)}.")
+        lines[-1] += (f" With dead letters off, (a′)/(b) = {_spread(ratios['a_nodlq_over_b'], 2)} and "
+                      f"(a′)/(c) = {_spread(ratios.get('a_nodlq_over_c'), 2)}.")
     profile = t.get("runtime", {}).get("batch_profile")
     if profile:
         ms = profile["ms"]
         parts = ", ".join(f"{phase} {ms[phase]:,.0f}" for phase in ("addBatch", "walCommit", "commitOffsets",
                                                                        "latestOffset", "queryPlanning", "getBatch"))
-        lines += ["", f"Where (a)'s micro-batches went (Spark's progress of each): {profile['batches']} batches of "
+        lines += ["", f"Where (a)'s micro-batches went (Spark's progress of each, in its run nearest the median): "
+                  f"{profile['batches']} batches of "
                   f"{profile['rows_per_batch']:,.0f} records on average, {ms['triggerExecution']:,.0f} ms each: {parts} ms "
                   f"(addBatch is the work: read, parse, aggregate, state, write; the state store's commit "
                   f"{profile['state_commit_ms']:,.0f} ms of it); {profile['batches_without_input']} batches without input "
@@ -87,10 +112,13 @@ def dataplane(r: dict) -> list[str]:
                   f"had closed (the last ~90 s of event time stay open at the end of the input): "
                   f"{db['rows_upserted'] / closed:.3f} ({closed / db['rows_upserted']:.1f}× fewer writes than one "
                   f"per event)."]
+    lines += ["", f"![data plane: events/s per engine, each round and the median]({images}/{dataplane_figures.PNG_THROUGHPUT})"]
+    if dataplane_figures.has_cdf(d):
+        lines += ["", f"![data plane: latency CDF per engine and round]({images}/{dataplane_figures.PNG_LATENCY})"]
     return lines
 
 
-def controlplane(r: dict) -> list[str]:
+def controlplane(r: dict, images: str = "bench/results") -> list[str]:
     c = r["result"]
     fails = c.get("failures", {})
     lines = [f"**Control plane** — {c['total']:,} StreamApps applied in batches of {c['batch']} on the test bed's "
@@ -134,7 +162,7 @@ def controlplane(r: dict) -> list[str]:
     return lines
 
 
-def recovery(r: dict) -> list[str]:
+def recovery(r: dict, images: str = "bench/results") -> list[str]:
     d = r["result"]
     cold, kills = d["cold"], d["restarts"]
     lines = [f"**Recovery** — click sessions on the real single-node cluster (driver + executor pods, trigger "
@@ -150,7 +178,7 @@ def recovery(r: dict) -> list[str]:
     return lines
 
 
-def delivery(r: dict) -> list[str]:
+def delivery(r: dict, images: str = "bench/results") -> list[str]:
     d = r["result"]
     rates, ratio = d["events_per_s"], d["eos_over_alo"]
     lines = [f"**Delivery** — the data-plane workload (N = {d['n']:,} events on {d['partitions']} partitions, emit "
@@ -167,7 +195,7 @@ def delivery(r: dict) -> list[str]:
     return lines
 
 
-def autoscale(r: dict) -> list[str]:
+def autoscale(r: dict, images: str = "bench/results") -> list[str]:
     d = r["result"]
     o = d["options"]
     head = (f"**Autoscale** — `scaling.mode: load` on the real single-node cluster (driver and executor pods; node "
@@ -192,7 +220,7 @@ def autoscale(r: dict) -> list[str]:
               f"{len(d['runs'])} run(s), figures the median over rounds."]
     for method, why in d.get("skipped", {}).items():
         lines += ["", f"Not run: {method} ({why})."]
-    lines += ["", "![autoscale: input rate, lag, executors, batch duration](bench/results/autoscale.png)"]
+    lines += ["", f"![autoscale: input rate, lag, executors, batch duration]({images}/autoscale.png)"]
     return lines
 
 
@@ -200,7 +228,8 @@ RENDER = {"dataplane": dataplane, "delivery": delivery, "controlplane": controlp
           "autoscale": autoscale}
 
 
-def render(results: dict[str, dict]) -> str:
+def render(results: dict[str, dict], images: str = "bench/results") -> str:
+    """The figures of every result; `images`: the results folder as the README links it."""
     any_r = next(iter(results.values()))
     m = any_r["machine"]
     # The bench's own processes (broker, API server, engines) keep a 2-core machine's load near 2–5.
@@ -211,18 +240,24 @@ def render(results: dict[str, dict]) -> str:
     lines = [f"On {m['cpus']} × {m['cpu']}, {m['memory_gib']} GiB, {m['os']} — {where}. Versions: "
              + ", ".join(f"{k} {v}" for k, v in any_r["versions"].items()) + "."]
     for name, r in results.items():
-        lines += ["", *RENDER[name](r), "", f"<sub>{name}: `{r['command']}`, {r['started']}, {r['seconds']:.0f} s, "
-                  f"load average {r['machine']['load_at_start']} at the start, `bench/results/{name}.json`</sub>"]
+        quick = " **(a `--quick` run: small inputs, few rounds; not the project's figures)**" if r["args"].get("quick") else ""
+        lines += ["", *RENDER[name](r, images=images), "", f"<sub>{name}: `{r['command']}`, {r['started']}, "
+                  f"{r['seconds']:.0f} s, load average {r['machine']['load_at_start']} at the start, "
+                  f"`{images}/{name}.json`</sub>{quick}"]
     return "\n".join(lines)
 
 
 def update_readme(readme: Path, results_dir: Path) -> None:
+    """Render between the markers of `readme`; a missing `readme` (a quick run's) is made with them."""
     results = {p.stem: json.loads(p.read_text()) for p in sorted(results_dir.glob("*.json")) if p.stem in RENDER}
     if not results:
         return
+    if not readme.exists():
+        readme.write_text(f"# Figures of a `--quick` bench run (not the project's figures)\n\n{BEGIN}\n{END}\n")
     text = readme.read_text()
     if BEGIN not in text or END not in text:
         raise SystemExit(f"{readme}: the markers {BEGIN} / {END} are missing")
     head, rest = text.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
-    readme.write_text(f"{head}{BEGIN}\n{render(results)}\n{END}{tail}")
+    images = os.path.relpath(results_dir.resolve(), readme.resolve().parent)
+    readme.write_text(f"{head}{BEGIN}\n{render(results, images)}\n{END}{tail}")

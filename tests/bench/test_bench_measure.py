@@ -64,7 +64,7 @@ def test_an_engine_too_fast_for_n_gets_a_backlog_it_works_at_least_min_seconds_o
 
 def test_the_delivery_bench_reports_medians_with_their_spread():
     from streamapp_bench import report
-    from streamapp_bench.delivery import spread
+    from streamapp_bench.rounds import spread
 
     assert spread([3.0, None, 1.0, 2.0]) == {"median": 2.0, "min": 1.0, "max": 3.0, "runs": 3}
     assert spread([None])["median"] is None

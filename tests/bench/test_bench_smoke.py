@@ -56,6 +56,21 @@ def test_raw_consumer_reads_the_topic_in_several_passes(kafka, backlog, tmp_path
     assert out["events_per_s"] > 0
 
 
+def test_rounds_run_every_engine_on_the_whole_backlog_in_each_round(kafka, tmp_path):
+    from streamapp_bench import dataplane
+
+    out = dataplane.run(TestBed(tmp_path, kafka=kafka), tmp_path, n=N, partitions=2, live_seconds=1, max_offsets=1000,
+                        users=100, timeout=300, rounds_of_each=2, min_seconds=0.5, only=("kstreams", "raw"))
+    assert out["order"] == [(0, "kstreams"), (0, "raw"), (1, "kstreams"), (1, "raw")]
+    ks, raw = out["throughput"]["kstreams"], out["throughput"]["raw"]
+    assert [r["round"] for r in ks["runs"]] == [0, 1] and all(r["finished"] for r in ks["runs"] + raw["runs"])
+    # a larger backlog, when the first run asked for one, is the backlog of both rounds
+    assert len({r.get("n") for r in ks["runs"]}) == 1
+    assert all(r["events_accounted"] == r["counted_events"] for r in ks["runs"])
+    assert len({r["passes"] for r in raw["runs"]}) == 1 and raw["events_per_s"]["runs"] == 2
+    assert "latency" not in out and out["ratios"] == {}
+
+
 def test_latency_harness_matches_every_event_to_its_window_row(kafka, tmp_path):
     from streamapp_bench import dataplane
 
