@@ -130,7 +130,9 @@ e2e-kind: deps
 	@$(CLUSTER_ENV); PYTHON=$(PYTHON) bash testbed/cluster/e2e-kind.sh $(PYTEST_ARGS)
 
 # The benchmarks of issue 7 (bench/): results in bench/results/*.json, the table in README.md.
-# Heavy (tens of minutes); BENCH_ARGS passes options, e.g. BENCH_ARGS="dataplane --n 1000000".
+# Heavy: dataplane, controlplane and recovery by default, ≈ 38 min (bench/README.md "How long");
+# BENCH_ARGS passes options, e.g. BENCH_ARGS="dataplane --rounds 5", BENCH_ARGS="delivery autoscale",
+# or BENCH_ARGS="--quick" (minutes; results in bench/results-quick/, not over the project's figures).
 BENCH_ARGS ?=
 .PHONY: bench
 bench: deps cluster-deps images  # the recovery bench runs the images of this tree on the cluster
