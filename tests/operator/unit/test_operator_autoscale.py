@@ -58,6 +58,14 @@ def watched(executors: int) -> LoadHistory:
          "no fresh metrics (the driver does not answer)"),
         ("stuck query", signals(load(input_rate=4000, lag=5000, last=T0 - timedelta(minutes=5))), BOUNDS, 2, None,
          2, None, "no batch for 5m with a lag of 5.0 k records (not a matter of executors): keeping 2"),
+        # overloaded: the last batch took 50 s (5× the trigger) and the next, with the backlog it left,
+        # is still running 80 s on; that is load, not a stuck driver
+        ("long batches", signals(load(input_rate=4000, processed=4000, lag=300_000, trend=3000, batch=50,
+                                      last=T0 - timedelta(seconds=80))), BOUNDS, 2, None,
+         2, None, "batches take 5.0× the trigger"),
+        ("stuck after long batches", signals(load(input_rate=4000, processed=4000, lag=300_000, batch=50,
+                                                  last=T0 - timedelta(seconds=160))), BOUNDS, 2, None,
+         2, None, "no batch for 160s with a lag of 300 k records"),
         # no new batch for minutes and nothing behind: the last rates are history
         ("quiet input", signals(load(input_rate=4000, lag=0, last=T0 - timedelta(minutes=5))), BOUNDS, 2, None, 2,
          "minExecutors", "no input and no lag"),
