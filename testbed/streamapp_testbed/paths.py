@@ -65,9 +65,18 @@ class Installed:
         return self._need(self.root / "jars" / f"spark-kafka-{versions()['SPARK_VERSION']}")
 
     @property
+    def previous_spark_python(self) -> Path:
+        """The interpreter of a venv with the runtime's requirements at SPARK_PREVIOUS_VERSION's pyspark."""
+        return self._need(self.root / f"venv-spark-{versions()['SPARK_PREVIOUS_VERSION']}" / "bin" / "python")
+
+    @property
+    def previous_spark_kafka_jars(self) -> Path:
+        return self._need(self.root / "jars" / f"spark-kafka-{versions()['SPARK_PREVIOUS_VERSION']}")
+
+    @property
     def spark_s3_jars(self) -> Path:
         v = versions()
-        return self._need(self.root / "jars" / f"spark-s3-{v['HADOOP_VERSION']}-{v['AWSSDK_VERSION']}")
+        return self._need(self.root / "jars" / f"spark-s3-{v['HADOOP_VERSION']}-{v['AWSSDK_VERSION']}-{v['S3_ACCELERATOR_VERSION']}")
 
     @property
     def weed(self) -> Path:

@@ -102,10 +102,11 @@ def closed_click_windows(events) -> dict:
 
 
 def start_run(path, bootstrap: str, checkpoint, log, available_now: bool = False, postgres: str | None = None,
-              **env_vars: str) -> subprocess.Popen:
+              python: str = sys.executable, **env_vars: str) -> subprocess.Popen:
     """``streamapp run`` of the manifest at ``path`` as a process group of its own (the driver and its
-    JVM, so a test can kill both as a pod's death would), its output appended to ``log``."""
-    command = [sys.executable, "-m", "streamapp_api", "run", str(path), "--kafka", bootstrap, "--checkpoint",
+    JVM, so a test can kill both as a pod's death would), its output appended to ``log``; ``python``:
+    the interpreter (and so the pyspark) it runs on."""
+    command = [str(python), "-m", "streamapp_api", "run", str(path), "--kafka", bootstrap, "--checkpoint",
                str(checkpoint), "--metrics-port", "0"] + (["--postgres", f"pg={postgres}"] if postgres else []) \
         + (["--available-now"] if available_now else [])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(REPO / p) for p in ("crds", "apps", "testbed")), **env_vars}

@@ -56,7 +56,8 @@ def test_a_failed_query_carries_the_jvm_cause(spark, tmp_path):
         query.awaitTermination(120)
     trace = spark_compat.jvm_stack_trace(query.exception())
     assert "boom from a test" in str(query.exception())
-    assert "org.apache.spark.sql.execution.streaming.StreamExecution" in trace, "the JVM frames come with it"
+    # (StreamExecution is in ...streaming.runtime since Spark 4.1; it was in ...streaming in 4.0)
+    assert "org.apache.spark.sql.execution.streaming.runtime.StreamExecution" in trace, "the JVM frames come with it"
 
 
 def test_from_json_flags_a_record_of_the_wrong_shape_in_the_corrupt_column(spark):

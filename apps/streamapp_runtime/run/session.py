@@ -28,8 +28,8 @@ def local_jars() -> str | None:
 LOOPBACK_ENV = {"SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOCAL_HOSTNAME": "localhost"}
 
 
-# Spark 4.0 makes these in the current directory (artifacts: SPARK-52396, moved to tmp in later
-# releases) and leaves them empty; a run removes the ones it made, when they are still empty.
+# Spark 4.0 made these in the current directory (artifacts: SPARK-52396; 4.2 no longer makes it there
+# when a session starts) and leaves them empty; a run removes the ones it made, when still empty.
 SCRATCH_DIRS = ("artifacts", "spark-warehouse")
 _made_here: list[str] = []
 
