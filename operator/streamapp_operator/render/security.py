@@ -39,6 +39,10 @@ SPARK_SECURITY_CONF = {
     "spark.network.crypto.enabled": "true",
     # Version 2 of the key exchange (an extra key-derivation round), as Spark's docs recommend.
     "spark.network.crypto.authEngineVersion": "2",
+    # AES/GCM authenticates what it encrypts (the default AES/CTR does not: flipped ciphertext bits
+    # would go unnoticed). The first Spark 4.0 release dropped every message after a connection's first
+    # in this mode (SPARK-56227); the pinned Spark does not (tests/runtime/test_spark_auth.py).
+    "spark.network.crypto.cipher": "AES/GCM/NoPadding",
     # No external shuffle service to talk to: never fall back to SASL DIGEST-MD5.
     "spark.network.crypto.saslFallback": "false",
 }

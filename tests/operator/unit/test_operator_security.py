@@ -39,7 +39,7 @@ def test_spark_authenticates_and_encrypts_with_a_key_file_on_every_pod():
     assert {k: conf[k] for k in conf if k.startswith(("spark.authenticate", "spark.network.crypto."))} == {
         "spark.authenticate": "true", "spark.authenticate.secret.file": AUTH_FILE,
         "spark.network.crypto.enabled": "true", "spark.network.crypto.authEngineVersion": "2",
-        "spark.network.crypto.saslFallback": "false"}
+        "spark.network.crypto.saslFallback": "false", "spark.network.crypto.cipher": "AES/GCM/NoPadding"}
     assert "spark.io.encryption.enabled" not in conf  # the user's choice (docs/operator.md)
     template = yaml.safe_load(objs["ConfigMap"]["data"]["executor-template.yaml"])
     # Without a spark.master of Kubernetes at start, Spark 4.0's executor ignores the key file.
