@@ -9,14 +9,17 @@ from pathlib import Path
 from .paths import installed
 from .process import ManagedProcess, free_port, port_open, run
 
-LOG4J = """\
-log4j.rootLogger=INFO, stdout
-log4j.appender.stdout=org.apache.log4j.ConsoleAppender
-log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
-log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
-log4j.logger.kafka=INFO
-log4j.logger.org.apache.kafka=INFO
-log4j.logger.state.change.logger=WARN
+# Log4j 2 (Kafka 4 dropped log4j 1); the properties syntax needs no YAML parser.
+LOG4J2 = """\
+status = warn
+appender.stdout.type = Console
+appender.stdout.name = STDOUT
+appender.stdout.layout.type = PatternLayout
+appender.stdout.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.stdout.ref = STDOUT
+logger.state.name = state.change.logger
+logger.state.level = WARN
 """
 
 
@@ -54,7 +57,8 @@ class KafkaBroker:
         props = {
             "process.roles": "broker,controller",
             "node.id": "1",
-            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            # A single-node dynamic quorum, the way Kafka 4's quick start formats it (--standalone).
+            "controller.quorum.bootstrap.servers": f"127.0.0.1:{self.controller_port}",
             "listeners": f"PLAINTEXT://{self.host}:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
             "advertised.listeners": f"PLAINTEXT://{self.host}:{self.port}",
             "controller.listener.names": "CONTROLLER",
@@ -66,6 +70,9 @@ class KafkaBroker:
             "offsets.topic.num.partitions": "4",
             "transaction.state.log.replication.factor": "1",
             "transaction.state.log.min.isr": "1",
+            # Share groups are on by default in Kafka 4.2+; their state topic wants 3 replicas.
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
             "group.initial.rebalance.delay.ms": "0",
             "auto.create.topics.enable": "true",
             # Small segments and fast compaction so that KTable tests see compaction happen.
@@ -73,7 +80,7 @@ class KafkaBroker:
         }
         path = self.workdir / "server.properties"
         path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-        (self.workdir / "log4j.properties").write_text(LOG4J)
+        (self.workdir / "log4j2.properties").write_text(LOG4J2)
         return path
 
     def _java(self, main: str, *args: str) -> list[str]:
@@ -82,7 +89,7 @@ class KafkaBroker:
             f"-Xmx{self.heap}",
             f"-Xms{self.heap}",
             "-XX:+UseG1GC",
-            f"-Dlog4j.configuration=file:{self.workdir / 'log4j.properties'}",
+            f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.properties'}",
             "-Djava.awt.headless=true",
             "-cp",
             self._classpath(),
@@ -93,8 +100,10 @@ class KafkaBroker:
     def start(self, timeout: float = 90) -> "KafkaBroker":
         self.workdir.mkdir(parents=True, exist_ok=True)
         config = self._write_config()
-        # --ignore-formatted: on a restart the data directory is kept as it is.
-        run(self._java("kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(config), "--ignore-formatted"))
+        # --standalone: this node is the whole controller quorum. --ignore-formatted: on a restart the
+        # data directory is kept as it is.
+        run(self._java("kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(config), "--standalone",
+                       "--ignore-formatted"))
         self.proc = ManagedProcess("kafka", self._java("kafka.Kafka", str(config)), self.workdir / "kafka.log").start()
         self.proc.wait_until(self._ready, timeout, "a broker answering metadata requests")
         return self
