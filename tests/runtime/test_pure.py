@@ -201,13 +201,18 @@ def test_a_postgres_sinks_rows_and_skipped_partitions_reach_metrics_and_the_prog
 
 def test_exactly_once_kafka_writers_markers_summaries_and_metrics():
     from streamapp_runtime.sinks.kafka_transactions import (Written, aborted_writers, batch_summary, committed_through,
-                                                            writer_id)
+                                                            read_marker_again, writer_id)
 
     # One writer per query, checkpoint and partition: a new checkpoint (a state reset) never reuses one.
     assert writer_id("counts", "0c5e", 3) == "streamapp.counts.0c5e.3"
     assert writer_id("counts", "0c5e", 3) != writer_id("counts", "77aa", 3)
     # The marker is the offset batch + 1: none committed (Kafka's -1001), batch 0, batch 41.
     assert [committed_through(o) for o in (-1001, 1, 42)] == [-1, 0, 41]
+    # A coordinator that moves or loads is asked again while the client timeout lasts; other errors fail the writer.
+    assert [read_marker_again(name, left) for name, left in (
+        ("NOT_COORDINATOR", 10), ("COORDINATOR_LOAD_IN_PROGRESS", 10), ("COORDINATOR_NOT_AVAILABLE", 10),
+        ("NOT_COORDINATOR", 0), ("GROUP_AUTHORIZATION_FAILED", 10), ("_TIMED_OUT", 10))] == [
+        True, True, True, False, False, False]
     rows, committed, skipped, line = batch_summary("q", 7, [Written(0, 5), Written(1, 4, skipped=True), Written(2, 3)])
     assert (rows, committed, skipped) == (8, 2, [1])
     assert line == ("query q batch 7: 1 partition(s) (1) already committed to Kafka by this checkpoint (a batch "

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -38,6 +39,11 @@ from streamapp_runtime.sinks import replay
 log = logging.getLogger("streamapp.runtime")
 TRANSACTION_TIMEOUT_MS = 60_000  # an open transaction of a dead writer is aborted by the broker after this
 CLIENT_TIMEOUT_S = 30.0
+# What a group coordinator that moves or is still loading answers for a moment (a broker just
+# started, a leader changed). librdkafka's committed() gives NOT_COORDINATOR back instead of asking
+# again, and Kafka 4's group coordinator answers so right after a start: the marker read asks again.
+COORDINATOR_MOVING = frozenset({"NOT_COORDINATOR", "COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE"})
+MARKER_RETRY_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -71,6 +77,12 @@ def committed_through(marker_offset: int) -> int:
     return marker_offset - 1 if marker_offset >= 0 else -1
 
 
+def read_marker_again(error_name: str, seconds_left: float) -> bool:
+    """Whether a failed read of a writer's marker is tried again: a moving coordinator's answer,
+    within the client timeout. Pure."""
+    return error_name in COORDINATOR_MOVING and seconds_left > MARKER_RETRY_S
+
+
 def batch_summary(query: str, batch_id: int, written: list[Written]) -> tuple[int, int, list[int], str | None]:
     """(rows committed, transactions committed, partitions skipped, the line to log when any was
     skipped). Pure."""
@@ -101,15 +113,27 @@ class PartitionWriter:
     def begin(self) -> bool:
         """Fence older writers with this id, then begin a transaction; False when the batch was
         committed before (nothing to write)."""
-        from confluent_kafka import TopicPartition
-
         self.producer.init_transactions(CLIENT_TIMEOUT_S)
-        [marker] = self.markers.committed([TopicPartition(self.target.topic, 0)], timeout=CLIENT_TIMEOUT_S)
+        marker = self._marker()
         if committed_through(marker.offset) >= self.batch_id:
             return False
         self.producer.begin_transaction()
         self.open = True
         return True
+
+    def _marker(self):
+        from confluent_kafka import KafkaException, TopicPartition
+
+        deadline = time.monotonic() + CLIENT_TIMEOUT_S
+        while True:
+            try:
+                [marker] = self.markers.committed([TopicPartition(self.target.topic, 0)],
+                                                  timeout=max(deadline - time.monotonic(), MARKER_RETRY_S))
+                return marker
+            except KafkaException as exc:
+                if not read_marker_again(exc.args[0].name(), deadline - time.monotonic()):
+                    raise
+                time.sleep(MARKER_RETRY_S)
 
     def produce(self, records: Iterable[tuple]) -> None:
         """(key, value[, headers]) tuples, as str/bytes/None."""
