@@ -42,6 +42,34 @@ def low_lag(samples: list[dict], window: float) -> list[tuple[float, int]]:
     return out
 
 
+def arrival_rate(samples: list[dict], t: float, span: float = 10.0) -> float | None:
+    """Records produced per second over the `span` seconds up to `t`."""
+    seen = [s["produced"] for s in samples if t - span < s["t"] <= t and s.get("produced") is not None]
+    return sum(seen) / len(seen) if seen else None
+
+
+def seconds_behind(samples: list[dict], lags: list[tuple[float, int]]) -> list[tuple[float, float]]:
+    """`lags` (t, records) in seconds of input: records behind ÷ the rate they arrive at. A ×4 step
+    quadruples what arrives while a batch runs, so the lag in records right after a batch cannot come
+    back to its pre-step level while the step lasts; in seconds behind it can, once the app keeps up."""
+    out = []
+    for t, lag in lags:
+        rate = arrival_rate(samples, t)
+        if rate:
+            out.append((t, lag / rate))
+    return out
+
+
+def _back_for_good(lows: list[tuple[float, float]], level: float | None, step_at: float) -> float | None:
+    """Seconds from the step until the lows stay at or under `level` to the end of the ×4 phase (a
+    rescale that throws the lag up again starts the clock anew); 0 when they never rose above it,
+    None when they are above it at the end."""
+    last_above = max((i for i, (_, lag) in enumerate(lows) if level is not None and lag > level), default=None)
+    if level is None or not lows or last_above == len(lows) - 1:
+        return None
+    return 0.0 if last_above is None else round(lows[last_above + 1][0] - step_at, 1)
+
+
 def scale_changes(samples: list[dict]) -> list[dict]:
     """Every change of status.scaling.target: when, from, to, in which phase."""
     changes, last = [], None
@@ -92,14 +120,15 @@ def analyse(samples: list[dict], step_at: float, back_at: float, trigger_s: floa
     out["step_to_tasks_s"] = None if tasks is None else round(tasks - step_at, 1)
     out["decision_to_tasks_s"] = None if tasks is None else round(tasks - decision, 1)
     # back for good: from then on to the end of the ×4 phase the low point stays at or under the pre-step
-    # level (a rescale that throws the lag up again starts the clock anew)
-    lows = [(t, lag) for t, lag in low_lag(samples, window) if step_at <= t < back_at]
-    last_above = max((i for i, (_, lag) in enumerate(lows) if pre_lag is not None and lag > pre_lag), default=None)
+    # level, in records and in seconds of input behind
+    all_lows = low_lag(samples, window)
+    lows = [(t, lag) for t, lag in all_lows if step_at <= t < back_at]
     out["peak_lag"] = max((s["lag"] for s in samples if s["t"] >= step_at and s.get("lag") is not None), default=None)
-    if pre_lag is None or not lows or last_above == len(lows) - 1:
-        out["step_to_lag_back_s"] = None
-    else:
-        out["step_to_lag_back_s"] = 0.0 if last_above is None else round(lows[last_above + 1][0] - step_at, 1)
+    out["step_to_lag_back_s"] = _back_for_good(lows, pre_lag, step_at)
+    raw = [(s["t"], s["lag"]) for s in samples if step_at - 30 <= s["t"] < step_at and s.get("lag") is not None]
+    pre_behind = [b for _, b in seconds_behind(samples, raw)]
+    out["pre_step_behind_s"] = round(max(pre_behind), 1) if pre_behind else None
+    out["step_to_behind_back_s"] = _back_for_good(seconds_behind(samples, lows), out["pre_step_behind_s"], step_at)
     down = next((c for c in changes if c["t"] >= back_at and c["to"] < c["from"]), None)
     out["back_to_scale_down_s"] = None if down is None else round(_when_decided(samples, down) - back_at, 1)
     uids = [s["driver_uid"] for s in samples if s.get("driver_uid")]
@@ -121,7 +150,7 @@ def summary(runs: list[dict]) -> dict:
         mine = [r for r in runs if r["method"] == method]
         row: dict = {"rounds": len(mine)}
         for key in ("step_to_decision_s", "step_to_tasks_s", "decision_to_tasks_s", "step_to_lag_back_s",
-                    "back_to_scale_down_s", "peak_lag"):
+                    "step_to_behind_back_s", "back_to_scale_down_s", "peak_lag"):
             values = [r["figures"][key] for r in mine if r["figures"].get(key) is not None]
             row[key] = round(statistics.median(values), 1) if len(values) == len(mine) else None
         for key in ("driver_restarts", "changes_under_steady_load"):
@@ -132,6 +161,8 @@ def summary(runs: list[dict]) -> dict:
         row["meets"] = {
             "decision_to_tasks_le_30s": row["decision_to_tasks_s"] is not None and row["decision_to_tasks_s"] <= 30,
             "lag_back_le_3min": row["step_to_lag_back_s"] is not None and row["step_to_lag_back_s"] <= 180,
+            "seconds_behind_back_le_3min": row["step_to_behind_back_s"] is not None
+            and row["step_to_behind_back_s"] <= 180,
             "no_rows_lost_or_duplicated": row["rows_lost"] == 0 and row["rows_duplicated"] == 0,
             "no_driver_restart": row["driver_restarts"] == 0,
         }

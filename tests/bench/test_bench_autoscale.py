@@ -73,7 +73,25 @@ def test_a_lag_that_never_comes_back_has_no_figure_and_misses_the_bar():
     rows = {"produced": 10, "in_table": 10, "lost": 0, "duplicated": 0}
     s = summary([{"method": "inPlace", "round": 1, "figures": f, "rows": rows}])["inPlace"]
     assert s["meets"] == {"decision_to_tasks_le_30s": True, "lag_back_le_3min": False,
-                          "no_rows_lost_or_duplicated": True, "no_driver_restart": True}
+                          "seconds_behind_back_le_3min": False, "no_rows_lost_or_duplicated": True,
+                          "no_driver_restart": True}
+
+
+def test_an_app_that_keeps_up_at_x4_is_back_in_seconds_behind_though_not_in_records():
+    """×4 input: four times the records arrive while a batch runs, so the lag right after each batch
+    stays above its pre-step level in records; in seconds of input behind it is back once the
+    backlog of the step is gone."""
+    from streamapp_bench.autoscale_analysis import analyse
+
+    samples = run_samples(lag_back_at=75.0)
+    for s in samples:
+        if s["phase"] == "step":
+            s["lag"] = (s["t"] % int(TRIGGER)) * 400 + 400 + (5000 if s["t"] < 75 else 0)
+    f = analyse(samples, STEP, BACK, TRIGGER)
+    # before the step: at most 300 records behind at 100/s; during it the low point is 400 records at 400/s
+    assert f["pre_step_lag"] == 300 and f["pre_step_behind_s"] == 3.0
+    assert f["step_to_lag_back_s"] is None
+    assert f["step_to_behind_back_s"] == 46.0  # the first low after the backlog went (75 s): 400 at 400/s
 
 
 def test_a_lag_thrown_up_again_by_a_later_rescale_counts_from_when_it_stays_back():
@@ -110,5 +128,5 @@ def test_csv_round_trip_and_readme_table(tmp_path):
     result = {"options": options, "node_allocatable": {"cpu": "2"}, "summary": a.summary([run]), "runs": [saved],
               "skipped": {"inPlace": "not in this tree"}}
     lines = report.autoscale({"result": result})
-    assert "| restart | 1→3 | 10 s | 12 s | 45 s | 0 | 0 / 0 | 0 |" in lines
+    assert "| restart | 1→3 | 10 s | 12 s | 45 s | 45 s | 5,300 | 0 | 0 / 0 | 0 |" in lines
     assert any("Not run: inPlace" in line for line in lines)
