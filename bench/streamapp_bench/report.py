@@ -242,13 +242,19 @@ def render(results: dict[str, dict], images: str = "bench/results") -> str:
     where = ("the machine was shared with other work (load averages below), so only the ratios measured in the "
              "same run mean much" if busy else "the load averages below are about what the bench's own processes "
              "cause; the ratios measured in the same run are still the figures to compare")
-    lines = [f"On {m['cpus']} × {m['cpu']}, {m['memory_gib']} GiB, {m['os']} — {where}. Versions: "
-             + ", ".join(f"{k} {v}" for k, v in any_r["versions"].items()) + "."]
+    # benches run at different times may have run different versions: then each says its own
+    shared = all(r["versions"] == any_r["versions"] for r in results.values())
+
+    def versions(r: dict) -> str:
+        return ", ".join(f"{k} {v}" for k, v in r["versions"].items())
+
+    lines = [f"On {m['cpus']} × {m['cpu']}, {m['memory_gib']} GiB, {m['os']} — {where}. "
+             + (f"Versions: {versions(any_r)}." if shared else "Versions: each bench's line below.")]
     for name, r in results.items():
         quick = " **(a `--quick` run: small inputs, few rounds; not the project's figures)**" if r["args"].get("quick") else ""
         lines += ["", *RENDER[name](r, images=images), "", f"<sub>{name}: `{r['command']}`, {r['started']}, "
                   f"{r['seconds']:.0f} s, load average {r['machine']['load_at_start']} at the start, "
-                  f"`{images}/{name}.json`</sub>{quick}"]
+                  f"`{images}/{name}.json`{'' if shared else f'; {versions(r)}'}</sub>{quick}"]
     return "\n".join(lines)
 
 
