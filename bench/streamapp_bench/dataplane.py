@@ -80,12 +80,15 @@ def raw_throughput(run: engines.Run, total: int, min_seconds: float, timeout: fl
         points = engines.raw_progress(log_path)
         rate = measure.sustained_rate(points, total * passes)
         seconds = (points[-1][0] - points[0][0]) / 1000 if len(points) > 1 else 0
+        finished = bool(points) and points[-1][1] >= total * passes
         out = {"engine": "raw", "events_per_s": rate["per_second"], "passes": passes,
                "records_read": points[-1][1] if points else 0, "measured_seconds": rate["seconds"],
-               "read_seconds": seconds, "finished": bool(points) and points[-1][1] >= total * passes}
-        if seconds >= min_seconds or not rate["per_second"]:
+               "read_seconds": seconds, "finished": finished}
+        if not finished or (seconds >= min_seconds and rate["per_second"]):
             break
-        passes = max(passes + 1, math.ceil(passes * min_seconds / max(seconds, 0.5) * 1.2))
+        # too short to measure; a warm consumer may even get a whole small topic in one poll, which
+        # leaves no rate between 10 % and 90 % at all: more passes
+        passes = max(passes * 2, math.ceil(passes * min_seconds / max(seconds, 0.5) * 1.2))
     log.info("throughput raw: %s", out)
     return out
 
