@@ -86,9 +86,10 @@ def raw_throughput(run: engines.Run, total: int, min_seconds: float, timeout: fl
                "read_seconds": seconds, "finished": finished}
         if not finished or (seconds >= min_seconds and rate["per_second"]):
             break
-        # too short to measure; a warm consumer may even get a whole small topic in one poll, which
-        # leaves no rate between 10 % and 90 % at all: more passes
-        passes = max(passes * 2, math.ceil(passes * min_seconds / max(seconds, 0.5) * 1.2))
+        if rate["per_second"] and seconds > 0:  # too short: as many passes as last `min_seconds`
+            passes = max(passes + 1, math.ceil(passes * min_seconds / seconds * 1.2))
+        else:  # read before the consumer's first progress line (every 50 ms): no duration to scale by
+            passes *= 10
     log.info("throughput raw: %s", out)
     return out
 
