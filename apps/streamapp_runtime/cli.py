@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         conf.setdefault(key, value)
     if args.dry_run:
         return dry_run(app, settings, conf)
-    return execute(app, settings, conf)
+    return execute(app, settings, conf, choose_local_master=app.spec.realtime and "spark.master" not in given)
 
 
 def dry_run(app, settings, conf: dict[str, str]) -> int:
@@ -100,7 +100,7 @@ def dry_run(app, settings, conf: dict[str, str]) -> int:
     return 0
 
 
-def execute(app, settings, conf: dict[str, str]) -> int:
+def execute(app, settings, conf: dict[str, str], choose_local_master: bool = False) -> int:
     import threading
 
     from streamapp_runtime.run import runner
@@ -110,6 +110,12 @@ def execute(app, settings, conf: dict[str, str]) -> int:
 
     stop_requested = threading.Event()
     runner.install_sigterm(stop_requested)  # before the wait for Kafka, so that it too ends cleanly
+    if choose_local_master and conf.get("spark.master", "").startswith("local"):
+        try:
+            conf = {**conf, "spark.master": runner.local_realtime_master(app, settings, stop_requested)}
+        except StopRequested as stopped:
+            log.info("stop requested while %s: exiting", stopped)
+            return 0
     spark = create_session(conf)
     runner.install_sigterm(stop_requested)  # again: SparkContext replaces the SIGINT handler with its own
     server = None

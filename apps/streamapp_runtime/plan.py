@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from streamapp_api import Source, StreamApp, Table, contract, resolve
-from streamapp_api.durations import parse_duration, spark_interval
+from streamapp_api import Source, StreamApp, Table, contract, realtime, resolve
+from streamapp_api.durations import spark_interval, trigger_interval
 from streamapp_api.spec import Stream
 
 APPEND, UPDATE = "append", "update"
@@ -20,7 +20,8 @@ DLQ_MIN_INTERVAL_S = 10
 @dataclass(frozen=True)
 class Trigger:
     """When a query runs its micro-batches: ``available-now`` (what is there, then stop),
-    ``interval`` (every ``interval``, a Spark interval such as '10 seconds'), or ``asap``."""
+    ``interval`` (every ``interval``, a Spark interval such as '10 seconds'), ``asap``, or ``realtime``
+    (long-running tasks; ``interval`` is how often offsets are checkpointed: streamapp_api.realtime)."""
 
     kind: str
     interval: str | None = None
@@ -49,12 +50,20 @@ def output_mode(emit: str) -> str:
 def trigger(app: StreamApp, available_now: bool, min_interval_s: float = 0) -> Trigger:
     if available_now:
         return Trigger("available-now")
-    trigger_s = parse_duration(app.spec.trigger).total_seconds() if app.spec.trigger else 0
+    if app.spec.realtime:  # the dead-letter query too: a micro-batch query would wait for a free slot
+        return Trigger("realtime", spark_interval(realtime.CHECKPOINT_INTERVAL))
+    interval = trigger_interval(app.spec.trigger)
+    trigger_s = interval.total_seconds() if interval else 0
     if min_interval_s > trigger_s:
         return Trigger("interval", f"{int(min_interval_s)} seconds")
     if app.spec.trigger:
         return Trigger("interval", spark_interval(app.spec.trigger))
     return Trigger("asap")
+
+
+def output_mode_of(app: StreamApp, emit: str, available_now: bool) -> str:
+    """Spark runs real-time queries in update mode only; for a stateless query it writes what append would."""
+    return UPDATE if app.spec.realtime and not available_now else output_mode(emit)
 
 
 def query_plans(app: StreamApp, checkpoint_root: str, console: bool = False,
@@ -64,14 +73,15 @@ def query_plans(app: StreamApp, checkpoint_root: str, console: bool = False,
     for i, sink in enumerate(app.spec.sinks):
         kind = "console" if console else sink.kind
         name = sink.query_name + ("-console" if console else "")
-        mode = output_mode(resolved.emit(sink.from_))
+        mode = output_mode_of(app, resolved.emit(sink.from_), available_now)
         plans.append(QueryPlan(name, kind, sink.from_, mode, contract.query_checkpoint(checkpoint_root, name), i,
                                trigger(app, available_now)))
     if app.spec.dead_letter.enabled and not console:
         for source in app.spec.sources:
             if source.format == "json":
                 name = contract.dlq_query(source.name)
-                plans.append(QueryPlan(name, "dlq", source.name, APPEND, contract.query_checkpoint(checkpoint_root, name),
+                plans.append(QueryPlan(name, "dlq", source.name, output_mode_of(app, "final", available_now),
+                                       contract.query_checkpoint(checkpoint_root, name),
                                        trigger=trigger(app, available_now, DLQ_MIN_INTERVAL_S)))
     return plans
 

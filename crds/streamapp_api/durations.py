@@ -38,12 +38,21 @@ _SPARK_MEMORY_MIB = {"k": 1 / 1024, "Ki": 1 / 1024, "m": 1, "Mi": 1, "g": 1024, 
                      "t": 1024 * 1024, "Ti": 1024 * 1024}
 
 Duration = Annotated[str, Field(pattern=DURATION_PATTERN, max_length=DURATION_MAX_LENGTH)]
+# spec.trigger: a micro-batch interval, or real-time mode (streamapp_api.realtime).
+REALTIME = "realtime"
+TRIGGER_PATTERN = rf"^([1-9][0-9]{{0,8}}(ms|s|m|h|d)|{REALTIME})$"
+Trigger = Annotated[str, Field(pattern=TRIGGER_PATTERN, max_length=DURATION_MAX_LENGTH)]
 Quantity = Annotated[str, Field(pattern=QUANTITY_PATTERN, max_length=32)]
 SparkMemory = Annotated[str, Field(pattern=SPARK_MEMORY_PATTERN, max_length=16)]
 
 
 def is_duration(text: str) -> bool:
     return isinstance(text, str) and _DURATION_RE.match(text) is not None
+
+
+def trigger_interval(trigger: str | None) -> timedelta | None:
+    """spec.trigger as a micro-batch interval: None when unset (back to back) or real-time."""
+    return None if trigger in (None, REALTIME) else parse_duration(trigger)
 
 
 def parse_duration(text: str) -> timedelta:

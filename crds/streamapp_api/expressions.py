@@ -287,6 +287,23 @@ def sql_problems(text: str) -> tuple[str, ...]:
     return tuple(problems)
 
 
+def sql_state(text: str) -> tuple[str, ...]:
+    """What in an ``sql`` step keeps state across records (GROUP BY, aggregate functions, DISTINCT,
+    joins, window functions), in words; empty when it is stateless or does not parse (sql_problems
+    says why then)."""
+    try:
+        trees = [t for t in _parse(text) if t is not None]
+    except (ParseError, TokenError):
+        return ()
+    found: list[str] = []
+    for tree in trees:
+        kinds = ((exp.Group, "groups rows (GROUP BY)"), (exp.AggFunc, "aggregates rows"),
+                 (exp.Distinct, "removes duplicates (DISTINCT)"), (exp.Join, "joins"),
+                 (exp.Window, "uses a window function (OVER)"))
+        found += [words for node, words in kinds if tree.find(node) and words not in found]
+    return tuple(found)
+
+
 def expression_problems(expression: Expression) -> list[str]:
     """Why an expression cannot run: it does not parse, or a subquery in it reads a table or files
     (an expression sees its row; nothing else is defined for it)."""

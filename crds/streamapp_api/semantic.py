@@ -8,6 +8,7 @@ from __future__ import annotations
 from .contract import postgres_uri_env
 from .errors import Issue
 from .flow import Flow
+from .realtime import check_realtime
 from .resolve import Graph, resolve
 from .rules import check_objects
 from .spec import StreamApp
@@ -16,7 +17,7 @@ from .spec import StreamApp
 def check_semantics(app: StreamApp) -> list[Issue]:
     """Cross-references, columns and output modes. Assumes the document parsed into the model."""
     resolved = resolve(app)
-    return [*resolved.issues, *_check_sinks(app, resolved.flows), *_unused(app, resolved.graph)]
+    return [*resolved.issues, *_check_sinks(app, resolved.flows), *_unused(app, resolved.graph), *check_realtime(app)]
 
 
 def _check_sinks(app: StreamApp, flows: dict[str, Flow]) -> list[Issue]:

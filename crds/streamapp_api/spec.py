@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .base import MAX_LIST, ApiModel, K8sName, Name, api_config, cel
 from .changes import IGNORE, RESCALE, RESTART, ByField, ByItem, BySteps, ChangeClass
 from .checkpoint import Checkpoint
-from .durations import Duration, SparkMemory, cel_millis
+from .durations import REALTIME, Duration, SparkMemory, Trigger, cel_millis
 from .pods import PodPlacement
 from .sinks import DELIVERY_DESCRIPTION, Delivery, Sink
 from .sources import Kafka, Source, Table
@@ -280,10 +280,12 @@ class StreamAppSpec(ApiModel):
     dead_letter: Annotated[DeadLetter, RESTART] = Field(
         default_factory=DeadLetter, description=DeadLetter.__doc__, json_schema_extra={"default": {}}
     )
-    trigger: Annotated[Duration | None, RESTART] = Field(
+    trigger: Annotated[Trigger | None, RESTART] = Field(
         default=None,
-        description="Micro-batch interval (Kafka Streams: commit interval). Default: start the next "
-        "batch as soon as the previous one finishes.",
+        description="Micro-batch interval (Kafka Streams: commit interval), or 'realtime': records flow "
+        "through long-running tasks as they arrive (stateless pipelines writing to Kafka only; each query "
+        "holds a task slot per input partition). Default: start the next batch as soon as the previous "
+        "one finishes.",
     )
     shuffle_partitions: Annotated[
         int | None, ChangeClass("incompatible", "the checkpoint's state is partitioned by it")
@@ -328,6 +330,11 @@ class StreamAppSpec(ApiModel):
         default=False,
         description="Stop driver and executors, keeping checkpoints; set back to false to resume where it stopped.",
     )
+
+    @property
+    def realtime(self) -> bool:
+        """Real-time mode (trigger: realtime) rather than micro-batches."""
+        return self.trigger == REALTIME
 
     @property
     def scaling_mode(self) -> ScalingMode:

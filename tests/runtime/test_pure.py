@@ -87,6 +87,29 @@ def test_query_plans_of_the_examples():
     assert plan.topic_sources(example("search-clicks")) == {"searches": "searches", "search-clicks": "clicks"}
 
 
+def test_realtime_queries_run_with_the_realtime_trigger_in_update_mode():
+    feed = example("click-feed")
+    plans = plan.query_plans(feed, "/ck")
+    assert [(p.name, p.kind, p.output_mode, p.trigger) for p in plans] == [
+        ("feed-click-feed", "kafka", "update", plan.Trigger("realtime", "60 seconds")),
+        ("dlq-clicks", "dlq", "update", plan.Trigger("realtime", "60 seconds"))]  # no slot left for a micro-batch
+    # --available-now catches up in micro-batches and stops
+    assert {(p.output_mode, p.trigger.kind) for p in plan.query_plans(feed, "/ck", available_now=True)} == {
+        ("append", "available-now")}
+
+
+@pytest.mark.parametrize("master, instances, cores, task_cpus, slots", [
+    ("local[2]", None, "1", "1", 2), ("local[12]", None, "1", "1", 12), ("local[*]", None, "1", "1", 8),
+    ("local[4,3]", None, "1", "1", 4), ("local", None, "1", "1", 1),
+    ("k8s://https://10.0.0.1:443", "3", "2", "1", 6), ("k8s://https://10.0.0.1:443", "3", "4", "2", 6),
+    ("k8s://https://10.0.0.1:443", None, "2", "1", 0),
+])
+def test_task_slots_of_a_driver(master, instances, cores, task_cpus, slots):
+    from streamapp_runtime.run.runner import task_slots
+
+    assert task_slots(master, instances, cores, task_cpus, cpu_count=8) == slots
+
+
 def test_window_arguments():
     from streamapp_api import Window
     from streamapp_runtime.compile.steps.window_column import window_args

@@ -1,5 +1,6 @@
 """The checked-in CRD is exactly what the models generate, and it is a structural schema."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -121,8 +122,11 @@ def test_defaults_reach_the_schema():
 
 def test_duration_pattern_is_shared_and_has_no_days_in_cel_duration():
     nodes = dict(_walk(_schema()))
-    pattern = nodes["openAPIV3Schema.spec.trigger"]["pattern"]
+    pattern = nodes["openAPIV3Schema.spec.restartPolicy.backoff"]["pattern"]
     assert pattern == nodes["openAPIV3Schema.spec.streams[].steps[].window.size"]["pattern"]
+    # spec.trigger: a duration of the same form, or realtime
+    trigger = nodes["openAPIV3Schema.spec.trigger"]["pattern"]
+    assert re.match(trigger, "realtime") and re.match(trigger, "500ms") and not re.match(trigger, "1 minute")
     rules = " ".join(r["rule"] for r in nodes["openAPIV3Schema.spec.streams[].steps[].window"]["x-kubernetes-validations"])
     assert "duration(" not in rules  # CEL's duration() cannot parse '1d'; rules compare milliseconds
 

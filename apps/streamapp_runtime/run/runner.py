@@ -16,8 +16,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from streamapp_api import StreamApp, contract
-from streamapp_api.durations import parse_duration
+from streamapp_api import StreamApp, contract, realtime
+from streamapp_api.durations import parse_duration, trigger_interval
 
 from streamapp_runtime import plan, spark_compat
 from streamapp_runtime.run import fence, recovery, rescale, termination
@@ -54,6 +54,7 @@ def prepare_session(spark, app: StreamApp, settings: Settings, options: dict[str
     and records."""
     apply_app_sql_conf(spark, app)
     counts = partition_counts(options, plan.input_topics(app), wait=wait, stop=stop)
+    check_task_slots(spark, app, counts)
     recorded = read_recorded(settings.checkpoint_root)
     grow_into = None
     if app.spec.scaling_mode == "load":
@@ -82,6 +83,8 @@ def start_query(ctx: QueryContext, qp: plan.QueryPlan):
         writer = writer.trigger(availableNow=True)
     elif qp.trigger.kind == "interval":
         writer = writer.trigger(processingTime=qp.trigger.interval)
+    elif qp.trigger.kind == "realtime":
+        writer = writer.trigger(realTime=qp.trigger.interval)
     return writer.start()
 
 
@@ -260,8 +263,45 @@ def supervise(spark, running: Running, poll: float = 0.2, policy: recovery.Retry
 
 
 def stale_after(app: StreamApp) -> float:
-    trigger = parse_duration(app.spec.trigger).total_seconds() if app.spec.trigger else 0
-    return max(300.0, 5 * trigger)
+    """Seconds without progress after which /healthz fails: progress comes at the end of each batch
+    (in real-time mode, each checkpoint interval)."""
+    interval = parse_duration(realtime.CHECKPOINT_INTERVAL) if app.spec.realtime else trigger_interval(app.spec.trigger)
+    return max(300.0, 5 * (interval.total_seconds() if interval else 0))
+
+
+def local_realtime_master(app: StreamApp, settings: Settings, stop: threading.Event | None = None) -> str:
+    """A local run of a real-time app gets a task thread for every partition its queries hold at once
+    (they mostly wait for records, so more threads than cores is what real-time mode wants)."""
+    options = plan.kafka_options(app, settings.kafka_override, settings.kafka_env_options)
+    counts = partition_counts(options, plan.input_topics(app), wait=True, stop=stop)
+    return f"local[{max(2, realtime.task_slots(app, counts))}]"
+
+
+def check_task_slots(spark, app: StreamApp, counts: dict[str, int]) -> None:
+    """A real-time app with fewer task slots than partitions held at once would leave partitions
+    waiting a whole checkpoint interval, silently: refuse to start, saying what to raise."""
+    if not app.spec.realtime:
+        return
+    needed = realtime.task_slots(app, counts)
+    conf = spark.sparkContext.getConf()
+    have = task_slots(conf.get("spark.master", "local"), conf.get("spark.executor.instances", None),
+                      conf.get("spark.executor.cores", "1"), conf.get("spark.task.cpus", "1"), os.cpu_count() or 1)
+    if have < needed:
+        held = ", ".join(f"{query} {slots}" for query, slots in realtime.slots_by_query(app, counts).items())
+        raise RuntimeError(f"real-time mode (spec.trigger: realtime) needs {needed} task slots at once, one per "
+                           f"partition each query reads ({held}), and this driver has {have}: raise spec.executors "
+                           "or scaling.maxExecutors, or spec.executor.cores")
+    log.info("real-time mode: %d task slots held of %d", needed, have)
+
+
+def task_slots(master: str, instances: str | None, cores: str, task_cpus: str, cpu_count: int) -> int:
+    """Tasks Spark runs at once: local[N] (local[*]: the machine's cores), else executors × cores ÷
+    spark.task.cpus. Pure."""
+    if master.startswith("local"):
+        inner = master[len("local["):-1] if master.startswith("local[") else "1"
+        threads = inner.split(",")[0]
+        return cpu_count if threads == "*" else int(threads)
+    return int(instances or 0) * int(cores) // max(1, int(task_cpus))
 
 
 def install_sigterm(stop_requested: threading.Event) -> None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from streamapp_api import StreamApp
-from streamapp_api.durations import parse_duration
+from streamapp_api.durations import parse_duration, trigger_interval
 from streamapp_api.steps import SHUFFLING_STEPS
 
 from .autoscale import Bounds, Decision, Policy, QueryLoad, Signals, decide, lag_trend, record_lags
@@ -75,7 +75,7 @@ def _policy(app: StreamApp) -> Policy:
     scaling = app.spec.scaling.with_load_defaults()
     return Policy(scaling.target_utilization, parse_duration(scaling.catch_up), parse_duration(scaling.scale_up_window),
                   parse_duration(scaling.scale_down_window),
-                  parse_duration(app.spec.trigger) if app.spec.trigger else None)
+                  trigger_interval(app.spec.trigger))
 
 
 def _status(before: dict, target: int, reason: str, limited_by: str | None, now: datetime) -> dict:

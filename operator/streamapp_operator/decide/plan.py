@@ -20,7 +20,7 @@ from .driver import DriverInputs, DriverOutcome, driver_outcome, restart_history
 from .load_scaling import load_sizing
 from .pending_executors import scaling_condition
 from .rescale import NOTHING, Rescale, RescaleInputs, decide as rescale_decision
-from .scaling import debounce, desired_executors
+from .scaling import debounce, desired_executors, tasks_to_cover
 from .status import Cond, fold_status, rfc3339
 from .world import Event, Memory, Observed, Plan, Settings
 
@@ -171,32 +171,33 @@ def _sizing(obs: Observed, app: StreamApp, settings: Settings, memory: Memory, n
     # An input topic not found sizes nothing: not created yet, or created so recently that the cached
     # partition read missed it. Sized for the topics found, a first driver was replaced seconds later
     # by a rescale (seen in the operator tests: 1 executor for 2 partitions, then a restart).
-    desired = desired_executors(None if obs.kafka.missing_topics else obs.kafka.partitions, spec)
+    tasks, tasks_words = tasks_to_cover(obs.kafka, app)
+    desired = desired_executors(tasks, spec)
     before = memory.pending_scale
     verdict = debounce(current, desired, before, now, settings.scale_debounce, explicit=spec.executors is not None)
     window = int(settings.scale_debounce.total_seconds())
     events, progress = (), None
     if verdict.pending is not None and verdict.pending != before:
         events = (Event("Normal", "ScalePending",
-                        f"{obs.kafka.partitions} partitions want {verdict.pending.executors} executors "
+                        f"{tasks_words} want {verdict.pending.executors} executors "
                         f"(running {current}); restarting once that holds for {window}s"),)
     if verdict.pending is not None:
         progress = Cond("Progressing", True, "ScalePending",
-                        f"{obs.kafka.partitions} partitions want {verdict.pending.executors} executors; "
+                        f"{tasks_words} want {verdict.pending.executors} executors; "
                         f"waiting {window}s for it to hold")
     executors = verdict.executors if desired is not None else (current or (obs.applied and obs.applied.executors))
     return _Sizing(Launch(executors, settings.default_image) if executors else None, desired, verdict.wait,
                    progress, events, replace(memory, pending_scale=verdict.pending),
-                   _rule_status(obs, spec, desired, now))
+                   _rule_status(obs, spec, desired, tasks_words, now))
 
 
-def _rule_status(obs: Observed, spec, desired: int | None, now: datetime) -> dict | None:
+def _rule_status(obs: Observed, spec, desired: int | None, tasks_words: str, now: datetime) -> dict | None:
     """status.scaling of the partitions and manual modes: the count the rule gives, and the rule."""
     if desired is None:
         return None
     mode = spec.scaling_mode
     reason = "spec.executors" if mode == "manual" else \
-        f"{obs.kafka.partitions} partitions ÷ {spec.executor.cores} cores per executor, within minExecutors..maxExecutors"
+        f"{tasks_words} ÷ {spec.executor.cores} cores per executor, within minExecutors..maxExecutors"
     before = obs.status.get("scaling") or {}
     changed = before.get("mode") != mode or before.get("target") != desired
     return {"mode": mode, "target": desired, "reason": reason,

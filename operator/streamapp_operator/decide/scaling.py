@@ -6,7 +6,12 @@ import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from streamapp_api import StreamAppSpec
+from typing import TYPE_CHECKING
+
+from streamapp_api import StreamApp, StreamAppSpec, realtime
+
+if TYPE_CHECKING:  # world imports PendingScale from here
+    from .world import Kafka
 
 
 def desired_executors(partitions: int | None, spec: StreamAppSpec) -> int | None:
@@ -24,6 +29,17 @@ def desired_executors(partitions: int | None, spec: StreamAppSpec) -> int | None
     if high is not None:
         wanted = min(wanted, high)
     return wanted
+
+
+def tasks_to_cover(kafka: "Kafka", app: StreamApp) -> tuple[int | None, str]:
+    """What the executors' cores should cover, and in words: the source partitions, or in real-time
+    mode the task slots its queries hold at once (every partition of every query). None: unknown."""
+    if kafka.partitions is None or kafka.missing_topics:
+        return None, f"{kafka.partitions} partitions"
+    if app.spec.realtime:
+        slots = realtime.task_slots(app, dict(kafka.by_topic))
+        return slots, f"{slots} task slots of real-time queries ({kafka.partitions} partitions, each per query)"
+    return kafka.partitions, f"{kafka.partitions} partitions"
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ class Driver:
 class Kafka:
     partitions: int | None = None  # summed over source topics
     error: str | None = None
+    by_topic: tuple[tuple[str, int], ...] = ()  # each source topic's partition count
     missing_topics: tuple[str, ...] = ()
 
 

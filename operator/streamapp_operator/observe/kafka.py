@@ -121,6 +121,7 @@ class Probe:
             return Kafka(error=f"Kafka at {self.bootstrap} unreachable: {exc}")
         return Kafka(
             partitions=sum(counts.get(t, 0) for t in dict.fromkeys(self.sources)),
+            by_topic=tuple((t, counts[t]) for t in dict.fromkeys(self.sources) if t in counts),
             missing_topics=tuple(sorted({t for t in inputs if t not in counts})),
         )
 

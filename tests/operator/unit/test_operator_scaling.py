@@ -6,9 +6,10 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from streamapp_operator.decide.scaling import PendingScale, debounce, desired_executors
+from streamapp_operator.decide.scaling import PendingScale, debounce, desired_executors, tasks_to_cover
+from streamapp_operator.decide.world import Kafka
 
-from operator_apps import spec
+from operator_apps import example, spec
 
 pytestmark = pytest.mark.unit
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -34,6 +35,23 @@ WINDOW = timedelta(seconds=60)
 )
 def test_desired_executors(partitions, overrides, expected):
     assert desired_executors(partitions, spec(**overrides)) == expected
+
+
+@pytest.mark.parametrize("kafka, realtime, tasks, words", [
+    (Kafka(partitions=4, by_topic=(("clickstream", 4),)), False, 4, "4 partitions"),
+    # real-time: the feed and its dead-letter query each hold a slot per partition
+    (Kafka(partitions=4, by_topic=(("clickstream", 4),)), True, 8, "8 task slots of real-time queries"),
+    (Kafka(partitions=None, error="unreachable"), True, None, "None partitions"),
+    (Kafka(partitions=0, missing_topics=("clickstream",)), True, None, "0 partitions"),
+])
+def test_executors_cover_partitions_or_the_slots_of_realtime_queries(kafka, realtime, tasks, words):
+    app = example("click-feed")
+    if not realtime:
+        app = app.model_copy(update={"spec": app.spec.model_copy(update={"trigger": None})})
+    found, said = tasks_to_cover(kafka, app)
+    assert found == tasks and said.startswith(words)
+    if tasks is not None:
+        assert desired_executors(found, app.spec) == tasks // 2  # two cores per executor by default
 
 
 @pytest.mark.parametrize(
