@@ -25,7 +25,7 @@ from pathlib import Path
 from streamapp_testbed import bed, netguard
 from streamapp_testbed.paths import REPO_DIR, versions
 
-from . import autoscale, controlplane, dataplane, delivery, kstreams, recovery, report
+from . import autoscale, controlplane, dataplane, delivery, kstreams, realtime, recovery, report
 
 BENCH_DIR = REPO_DIR / "bench"
 # name -> (test bed parts, how to run it with the parsed arguments)
@@ -38,6 +38,10 @@ BENCHES = {
     "delivery": (("kafka",), lambda tb, wd, a: delivery.run(
         tb, wd, n=a.delivery_n, partitions=a.partitions, max_offsets=max(a.delivery_n // 30, 1000), users=a.users,
         repeats=a.rounds, live_seconds=a.live_seconds, timeout=a.timeout)),
+    # issue 17: a stateless Kafka → Kafka app at a fixed rate, micro-batches against trigger: realtime
+    "realtime": (("kafka",), lambda tb, wd, a: realtime.run(
+        tb, wd, rate=a.realtime_rate, seconds=a.realtime_seconds, rounds=a.rounds, partitions=a.partitions,
+        timeout=min(a.timeout, 300), results=a.results)),
     "controlplane": (("kafka", "kube", "kwok"), lambda tb, wd, a: controlplane.run(
         tb, wd, total=a.apps, batch=a.batch, fail=a.fail, settle=a.settle, timeout=a.timeout,
         profile_seconds=a.profile_seconds)),
@@ -50,12 +54,12 @@ BENCHES = {
         base_s=a.autoscale_phases[0], step_s=a.autoscale_phases[1], back_s=a.autoscale_phases[2],
         timeout=min(a.timeout, 300), results=a.results)),
 }
-# What `make bench` runs when no bench is named: ≈ 38 minutes on a quiet machine (bench/README.md, "How
-# long"); delivery (≈ 10 min) and autoscale (≈ 18 min) run when named, or with "all".
-DEFAULT_BENCHES = ("dataplane", "controlplane", "recovery")
+# What `make bench` runs when no bench is named (bench/README.md, "How long"); delivery (≈ 10 min) and
+# autoscale (≈ 18 min) run when named, or with "all".
+DEFAULT_BENCHES = ("dataplane", "realtime", "controlplane", "recovery")
 # --quick: a developer's run of the same code in minutes (small inputs, 2 rounds, short phases), its
 # results and figures kept apart from the project's (bench/results-quick/, with a README of its own).
-QUICK = {"n": 500_000, "rounds": 2, "min_seconds": 5, "live_seconds": 10, "delivery_n": 200_000, "apps": 200,
+QUICK = {"n": 500_000, "rounds": 2, "realtime_seconds": 10, "min_seconds": 5, "live_seconds": 10, "delivery_n": 200_000, "apps": 200,
          "fail": 20, "settle": 10, "profile_seconds": 0, "kills": 1, "autoscale_phases": (20, 60, 30),
          "results": BENCH_DIR / "results-quick"}
 
@@ -105,6 +109,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--min-seconds", type=float, default=30,
                    help="data plane: an engine whose first run at N wrote output for less than this runs every round "
                         "on a larger backlog; the raw consumer reads the topic again until this long")
+    p.add_argument("--realtime-rate", type=float, default=10_000, help="realtime: events/s produced")
+    p.add_argument("--realtime-seconds", type=float, default=30, help="realtime: seconds produced at that rate per run")
     p.add_argument("--apps", type=int, default=1000)
     p.add_argument("--batch", type=int, default=100)
     p.add_argument("--fail", type=int, default=100)

@@ -18,7 +18,7 @@ PAIRS = {"a_over_b": ("runtime", "handwritten"), "a_over_c": ("runtime", "kstrea
 # what the table's "(a) ÷ this" column of each engine is
 A_OVER = {"runtime-nodlq": "a_over_a_nodlq", "handwritten": "a_over_b", "kstreams": "a_over_c", "raw": "a_over_d"}
 COLOURS = {"runtime": "tab:blue", "runtime-nodlq": "tab:cyan", "handwritten": "tab:orange", "kstreams": "tab:green",
-           "raw": "tab:grey"}
+           "raw": "tab:grey", "micro-batch": "tab:blue", "realtime": "tab:red"}
 PNG_THROUGHPUT, PNG_LATENCY = "dataplane-throughput.png", "dataplane-latency.png"
 
 
@@ -107,14 +107,15 @@ def plot_throughput(path: Path, throughput: dict, labels: dict, title: str) -> N
     plt.close(fig)
 
 
-def plot_latency(path: Path, latency: dict, labels: dict, title: str) -> None:
-    """The CDF of event → window-row latency of every run, one colour per engine (log scale)."""
+def plot_latency(path: Path, latency: dict, labels: dict, title: str,
+                 what: str = "seconds from an event to the first output row that counts it") -> None:
+    """The CDF of event → output latency of every run, one colour per engine (log scale)."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(10, 5))
     for engine in in_order(list(latency)):
         colour = COLOURS.get(engine, "tab:purple")
         p50, p99 = latency[engine]["p50_ms"]["median"], latency[engine]["p99_ms"]["median"]
-        label = labels.get(engine, engine) + (f": p50 {p50 / 1000:.2f} s, p99 {p99 / 1000:.2f} s (medians)"
+        label = labels.get(engine, engine) + (f": p50 {_seconds(p50)}, p99 {_seconds(p99)} (medians)"
                                               if p50 is not None and p99 is not None else "")
         for r in latency[engine]["runs"]:
             values = r.get("cdf") or []
@@ -124,8 +125,7 @@ def plot_latency(path: Path, latency: dict, labels: dict, title: str) -> None:
             ax.plot([max(v, 1) / 1000 for v in values], levels, color=colour, lw=1.1, alpha=0.8, label=label)
             label = None  # one legend entry per engine
     ax.set_xscale("log")
-    ax.set_xlabel("seconds from an event to the first output row that counts it (log scale; one line per round)",
-                  fontsize=8)
+    ax.set_xlabel(f"{what} (log scale; one line per round)", fontsize=8)
     ax.set_ylabel("fraction of events", fontsize=8)
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8, loc="upper left")
@@ -133,6 +133,10 @@ def plot_latency(path: Path, latency: dict, labels: dict, title: str) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
+
+
+def _seconds(ms: float) -> str:
+    return f"{ms / 1000:.2f} s" if ms >= 1000 else f"{ms:.0f} ms"
 
 
 def has_cdf(result: dict) -> bool:

@@ -76,3 +76,36 @@ def test_the_delivery_bench_reports_medians_with_their_spread():
     assert "| exactly-once | 80 (70–90) | 2.50 s | — |" in lines
     assert "| at-least-once | 110 (100–120) | 1.50 s | 3.00 s |" in lines
     assert lines[-1].startswith("Exactly-once ÷ at-least-once throughput, per back-to-back pair: median 0.75 (min 0.64, max 0.80, 3 pairs)")
+
+
+def test_realtime_latency_pairs_each_output_with_its_input_in_order_and_counts_the_missing():
+    from streamapp_bench.realtime import latencies
+
+    def click(session, event="click", spent=5, ts="2026-11-24T10:00:00.000Z"):
+        return {"session_id": session, "uuid": "u", "event": event, "time_spent": spent, "ts": ts}
+
+    def out(session, event="click", spent=5, ts="2026-11-24T10:00:00.000+00:00"):
+        return {"session_id": session, "uuid": "u", "event": event, "seconds_spent": spent / 1000, "ts": ts}
+
+    inputs = [(1000, click("a")), (1010, click("a")), (1020, click("b", "scroll")), (1030, click("c", spent=7))]
+    # two records alike: the first output is the first input's; the scroll is filtered out by the app
+    assert latencies(inputs, [(1050, out("a")), (1070, out("a")), (1031, out("c", spent=7))]) == ([1, 50, 60], 0)  # in output order
+    assert latencies(inputs, [(1050, out("a"))]) == ([50], 2)
+
+
+def test_the_realtime_bench_reports_both_modes_against_the_bar():
+    from streamapp_bench import report
+    from streamapp_bench.rounds import spread
+
+    def mode(p50, p99):
+        return {"p50_ms": spread(p50), "p99_ms": spread(p99), "p999_ms": spread([x * 2 for x in p99]),
+                "max_ms": spread([x * 3 for x in p99]), "achieved_rate": spread([9990.0, 10001.0]), "missing": [0, 0]}
+
+    result = {"rate": 10_000, "seconds": 30, "rounds": 2, "partitions": 4, "bar_p99_ms": 100,
+              "latency": {"micro-batch": mode([900, 1100], [2000, 2400]), "realtime": mode([4, 6], [80, 130])},
+              "microbatch_over_realtime_p99": spread([25.0, 18.5])}
+    lines = report.realtime({"result": result})
+    assert "| `trigger: realtime` | 9,996 (9,990–10,001) | 5 ms (4–6) | 105 ms (80–130) | 210 ms (160–260) | " \
+           "315 ms (240–390) | 0, 0 |" in lines
+    assert any(line.startswith("Bar of issue 17: real-time p99 ≤ 100 ms at 10,000 events/s: 105 ms (misses)")
+               for line in lines)

@@ -101,3 +101,15 @@ def test_controlplane_harness_measures_applies_and_failures(kafka, control_plane
     assert {k: v["n"] for k, v in out["failures"].items()} == {"2": 2, "4": 2}
     table = report.controlplane({"result": json.loads(json.dumps(out))})
     assert any(line.startswith("| 4 |") for line in table)
+
+
+def test_realtime_harness_matches_every_record_in_both_modes(kafka, tmp_path):
+    from streamapp_bench import realtime
+
+    for mode in realtime.MODES:
+        run = realtime.Run(kafka.bootstrap, f"smoke-rt-in-{mode}", f"smoke-rt-out-{mode}", tmp_path / mode, mode, 2)
+        out = realtime.one_run(run, rate=500, seconds=3, timeout=300)
+        assert out["finished"], out.get("log_tail")
+        assert out["missing"] == 0 and out["latencies"] > 1000  # the clicks and page views of 1,500 events
+        assert 0 <= out["p50_ms"] <= out["p99_ms"] <= out["max_ms"]
+        assert len(out["cdf"]) == 102
