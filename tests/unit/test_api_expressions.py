@@ -134,6 +134,8 @@ def test_sql_accepted(sql):
     ("SELECT * FROM orc.`s3a://bucket/key`", "reads files"),
     ("SELECT * FROM default.input", "reads the table default.input"),
     ("SELECT * FROM read_files('/x')", "table-valued function read_files()"),
+    # new in Spark 4.2: the Python workers' log lines as a table
+    ("SELECT i.*, l.msg FROM input i, python_worker_logs() l", "table-valued function python_worker_logs()"),
     ("SELECT TRANSFORM(user) USING '/bin/sh -c id' AS (out) FROM input", "runs an external program"),
     ("SELECT * FROM input WHERE user IN (SELECT TRANSFORM(user) USING 'cat' FROM input)", "runs an external program"),
     ("SELECT * FROM inptu", "(did you mean 'input'?)"),
