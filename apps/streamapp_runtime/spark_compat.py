@@ -205,3 +205,21 @@ def fs_names(spark, location: str) -> list[str]:
     if not fs.exists(path):
         return []
     return sorted(status.getPath().getName() for status in fs.listStatus(path))
+
+
+# Named sources (Spark 4.2, experimental): with source evolution on, the runtime names every Kafka
+# reader after its source or table, and a checkpoint made with offset log format 2 keys its offsets (and
+# so its state) by those names, so a source can be added to or removed from a query. Not on by default:
+# Spark 4.2 cannot restart a format-2 checkpoint whose last batch was not committed (a crash mid-batch),
+# tests/runtime/test_named_sources.py; docs/runtime.md, "Spark 4.2".
+SOURCE_EVOLUTION = "spark.sql.streaming.queryEvolution.enableSourceEvolution"
+OFFSET_LOG_FORMAT = "spark.sql.streaming.offsetLog.formatVersion"
+
+
+def name_source(spark, reader, name: str):
+    """``reader.name(name)`` when the session names its sources (source evolution on: then Spark refuses
+    an unnamed one), else the reader as it is (Spark refuses a name then; pyspark before 4.2 has none)."""
+    if spark.conf.get(SOURCE_EVOLUTION, "false").lower() != "true" or not hasattr(reader, "name"):
+        return reader
+    return reader.name(name)
+

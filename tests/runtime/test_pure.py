@@ -311,3 +311,16 @@ def test_each_query_plan_carries_its_trigger(trigger, available_now, floor, expe
     clicks = example("click-sessions")
     app = clicks.model_copy(update={"spec": clicks.spec.model_copy(update={"trigger": trigger})})
     assert plan.trigger(app, available_now, floor) == expected
+
+
+def test_sources_are_named_as_spark_takes_them_once_per_read_in_a_query():
+    from streamapp_runtime.compile.compiler import Compiler
+    from streamapp_runtime.compile.sources import spark_source_name
+
+    assert spark_source_name("click-events") == "click_events"
+    assert spark_source_name("orders_v2") == "orders_v2"
+    compiler = Compiler(None, example("search-clicks"), {})  # naming needs no session
+    assert [compiler.source_name(n) for n in ("clicks", "searches", "clicks", "clicks")] == \
+        ["clicks", "searches", "clicks_2", "clicks_3"]
+    compiler.new_query()  # as query_frame does for each query
+    assert compiler.source_name("clicks") == "clicks"

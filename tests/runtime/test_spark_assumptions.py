@@ -1,6 +1,7 @@
 """Spark behaviours the runtime leans on, asserted on the Spark the project pins: run this file first
 after a Spark upgrade. Each test names the runtime code that depends on it. (Shuffle partitions pinned
-by a checkpoint's offset log: tests/runtime/test_shuffle_partitions.py.)"""
+by a checkpoint's offset log: tests/runtime/test_shuffle_partitions.py; named sources and the offset
+log format a checkpoint keeps: tests/runtime/test_named_sources.py.)"""
 
 from __future__ import annotations
 

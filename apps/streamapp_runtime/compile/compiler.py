@@ -1,4 +1,9 @@
-"""Compile a StreamApp into DataFrames: one Frame per source and stream, built once, on demand."""
+"""Compile a StreamApp into DataFrames, one query's lineage at a time.
+
+Nothing is shared between two reads of a name: with named sources (spark_compat.name_source) Spark
+refuses one source twice in a query under one name (a stream joined with another stream of the same
+source, a table joined twice), so each read gets a reader of its own, named after its source or table
+(``_2``, ``_3``… for the later ones). Spark made two sources of a frame read twice already."""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ from streamapp_api import Source, StreamApp, Table, resolve
 
 from streamapp_runtime import plan
 from streamapp_runtime.compile.frame import Frame
-from streamapp_runtime.compile.sources import source_frame
+from streamapp_runtime.compile.sources import source_frame, spark_source_name
 from streamapp_runtime.compile.frame import StepError
 from streamapp_runtime.compile.steps import apply_steps
 from streamapp_runtime.compile.steps.table_join import table_join
@@ -22,8 +27,26 @@ class Compiler:
         self.items = plan.by_name(app)
         # What the API resolved for each stream (emit mode, event time per step): compiled, not re-derived.
         self.resolved = resolve(app)
-        self._frames: dict[str, Frame] = {}
         self._building: list[str] = []
+        self._source_names: set[str] = set()  # of the query being compiled
+
+    def query_frame(self, name: str) -> Frame:
+        """The frame a query writes: a new query, whose sources are named afresh."""
+        self.new_query()
+        return self.frame(name)
+
+    def new_query(self) -> None:
+        self._source_names.clear()
+
+    def source_name(self, name: str) -> str:
+        """The name the query's checkpoint knows this read of source or table ``name`` by."""
+        base = chosen = spark_source_name(name)
+        count = 1
+        while chosen in self._source_names:
+            count += 1
+            chosen = f"{base}_{count}"
+        self._source_names.add(chosen)
+        return chosen
 
     def path_of(self, name: str) -> str:
         for kind in ("sources", "tables", "streams"):
@@ -36,8 +59,7 @@ class Compiler:
         return self.resolved.emit(name)
 
     def frame(self, name: str) -> Frame:
-        if name in self._frames:
-            return self._frames[name]
+        """A source's or stream's frame, inside the query being compiled (steps read other streams with it)."""
         item = self.items.get(name)
         if item is None:
             raise StepError(f"{name!r} is not a source or stream of {self.app.metadata.name!r}")
@@ -48,14 +70,13 @@ class Compiler:
         self._building.append(name)
         try:
             if isinstance(item, Source):
-                frame = source_frame(self.spark, item, self.kafka_options)
+                frame = source_frame(self.spark, item, self.kafka_options, self.source_name(name))
             else:
                 upstream = self.frame(item.from_)
                 frame = apply_steps(self, item, self.path_of(name), Frame(upstream.df, upstream.event_time,
                                                                          upstream.watermark, name))
         finally:
             self._building.pop()
-        self._frames[name] = frame
         return frame
 
     def table_join(self, frame: Frame, join, where: str) -> Frame:
@@ -63,4 +84,5 @@ class Compiler:
         if not isinstance(table, Table):
             raise StepError(f"{where}.join.table: {join.table!r} is not a table")
         mode = plan.output_mode(self.emit_of(frame.name))
-        return table_join(self.spark, frame, table, join, self.kafka_options, mode, where)
+        return table_join(self.spark, frame, table, join, self.kafka_options, mode, where,
+                          self.source_name(table.name))

@@ -12,6 +12,7 @@ from pyspark.sql import functions as F
 from streamapp_api import Source, Table
 from streamapp_api.durations import spark_interval
 
+from streamapp_runtime import spark_compat
 from streamapp_runtime.compile.frame import Frame
 
 CORRUPT = "__corrupt"
@@ -33,11 +34,20 @@ def schema_ddl(schema: dict[str, str], corrupt: bool = False) -> str:
     return ", ".join(fields)
 
 
+def spark_source_name(name: str) -> str:
+    """A source's or table's name as Spark takes it (ASCII letters, digits and '_'): '-' becomes '_'.
+    It keys the source's offsets in the checkpoint, so it must never change for a name. Pure."""
+    return name.replace("-", "_")
+
+
 def read_kafka(spark: SparkSession, topics: list[str], options: dict[str, str], starting: str,
-               max_offsets: int | None = None, fail_on_data_loss: bool = True) -> DataFrame:
+               max_offsets: int | None = None, fail_on_data_loss: bool = True, *, name: str) -> DataFrame:
+    """``name``: the name the query's checkpoint knows this source by (unique in the query), when the
+    session names its sources (spark_compat.name_source)."""
     # Committed records only, unless the app's options say otherwise: an upstream app writing with
     # delivery exactly-once leaves aborted batches in the log that must not be read.
     reader = spark.readStream.format("kafka").options(**{ISOLATION: "read_committed", **options})
+    reader = spark_compat.name_source(spark, reader, name)
     reader = reader.option("subscribe", ",".join(topics)).option("startingOffsets", starting)
     reader = reader.option("failOnDataLoss", str(fail_on_data_loss).lower())
     if max_offsets is not None:
@@ -116,9 +126,10 @@ def malformed_reason(schema: dict[str, str]) -> Column:
         F.lit("malformed JSON: not a JSON object"))
 
 
-def source_frame(spark: SparkSession, source: Source, options: dict[str, str]) -> Frame:
-    """The good records of a source, metadata columns first, with its watermark."""
-    raw = read_kafka(spark, source.topic_list, options, source.starting_offsets, source.max_offsets_per_trigger)
+def source_frame(spark: SparkSession, source: Source, options: dict[str, str], name: str) -> Frame:
+    """The good records of a source, metadata columns first, with its watermark; ``name``: read_kafka's."""
+    raw = read_kafka(spark, source.topic_list, options, source.starting_offsets, source.max_offsets_per_trigger,
+                     name=name)
     df = parse(raw, source)
     good = df.where(F.col(ERROR).isNull()).drop(ERROR, RAW_KEY, RAW_VALUE)
     event_time = source.event_time_column
@@ -130,7 +141,8 @@ def source_frame(spark: SparkSession, source: Source, options: dict[str, str]) -
 def bad_records(spark: SparkSession, source: Source, options: dict[str, str],
                 max_offsets: int | None = None) -> DataFrame:
     """The records of a source that cannot be used, with the reason spelled out."""
-    raw = read_kafka(spark, source.topic_list, options, source.starting_offsets, max_offsets)
+    raw = read_kafka(spark, source.topic_list, options, source.starting_offsets, max_offsets,
+                     name=spark_source_name(source.name))  # the dead-letter query reads this source only
     df = parse(raw, source)
     bad = df.where(F.col(ERROR).isNotNull())
     reason = F.when(F.col(ERROR) == "malformed", malformed_reason(source.schema_ or {})).otherwise(F.col(ERROR))

@@ -30,9 +30,9 @@ DELETED = "__deleted"
 TABLE_SIDE, STREAM_SIDE = 0, 1
 
 
-def table_changes(spark: SparkSession, table: Table, options: dict[str, str]) -> DataFrame:
-    """The table's changelog: (key, time, offset, value as JSON or null for a tombstone)."""
-    raw = read_kafka(spark, [table.topic], options, "earliest", fail_on_data_loss=False)
+def table_changes(spark: SparkSession, table: Table, options: dict[str, str], name: str) -> DataFrame:
+    """The table's changelog: (key, time, offset, value as JSON or null for a tombstone); ``name``: read_kafka's."""
+    raw = read_kafka(spark, [table.topic], options, "earliest", fail_on_data_loss=False, name=name)
     df = parse(raw, table)
     deleted = F.col("__raw_value").isNull()
     df = df.where(deleted | F.col(ERROR).isNull())  # unreadable table records are skipped
@@ -78,7 +78,7 @@ def _join_state(ttl_ms: int | None):
 
 
 def table_join(spark: SparkSession, frame: Frame, table: Table, join: Join, options: dict[str, str],
-               output_mode: str, where: str) -> Frame:
+               output_mode: str, where: str, name: str) -> Frame:
     df = frame.df
     key = join.key or "_key"
     if key not in df.columns:
@@ -87,7 +87,7 @@ def table_join(spark: SparkSession, frame: Frame, table: Table, join: Join, opti
         F.col(key).cast("string").alias(JOIN_KEY), F.lit(STREAM_SIDE).alias(SIDE), *order_columns(frame, record_time=True),
         pack(df), F.lit(False).alias(DELETED),
     )
-    both = stream_side.unionByName(table_changes(spark, table, options))
+    both = stream_side.unionByName(table_changes(spark, table, options, name))
     ttl_ms = int(parse_duration(table.ttl).total_seconds() * 1000) if table.ttl else None
     joined = both.groupBy(JOIN_KEY).applyInPandasWithState(
         _join_state(ttl_ms),
