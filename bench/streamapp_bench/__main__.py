@@ -25,7 +25,7 @@ from pathlib import Path
 from streamapp_testbed import bed, netguard
 from streamapp_testbed.paths import REPO_DIR, versions
 
-from . import autoscale, controlplane, dataplane, delivery, kstreams, realtime, recovery, report
+from . import autoscale, controlplane, dataplane, delivery, kstreams, realtime, recovery, report, state_functions
 
 BENCH_DIR = REPO_DIR / "bench"
 # name -> (test bed parts, how to run it with the parsed arguments)
@@ -42,6 +42,9 @@ BENCHES = {
     "realtime": (("kafka",), lambda tb, wd, a: realtime.run(
         tb, wd, rate=a.realtime_rate, seconds=a.realtime_seconds, rounds=a.rounds, partitions=a.partitions,
         timeout=min(a.timeout, 300), results=a.results)),
+    # issue 17 §1: applyInPandasWithState (accumulate, table joins today) against transformWithState
+    "statefns": (("kafka",), lambda tb, wd, a: state_functions.run(
+        tb, wd, n=a.statefns_n, rounds=a.rounds, partitions=a.partitions, timeout=a.timeout)),
     "controlplane": (("kafka", "kube", "kwok"), lambda tb, wd, a: controlplane.run(
         tb, wd, total=a.apps, batch=a.batch, fail=a.fail, settle=a.settle, timeout=a.timeout,
         profile_seconds=a.profile_seconds)),
@@ -54,12 +57,12 @@ BENCHES = {
         base_s=a.autoscale_phases[0], step_s=a.autoscale_phases[1], back_s=a.autoscale_phases[2],
         timeout=min(a.timeout, 300), results=a.results)),
 }
-# What `make bench` runs when no bench is named (bench/README.md, "How long"); delivery (≈ 10 min) and
-# autoscale (≈ 18 min) run when named, or with "all".
+# What `make bench` runs when no bench is named (bench/README.md, "How long"); delivery (≈ 10 min),
+# autoscale (≈ 18 min) and statefns (≈ 8 min) run when named, or with "all".
 DEFAULT_BENCHES = ("dataplane", "realtime", "controlplane", "recovery")
 # --quick: a developer's run of the same code in minutes (small inputs, 2 rounds, short phases), its
 # results and figures kept apart from the project's (bench/results-quick/, with a README of its own).
-QUICK = {"n": 500_000, "rounds": 2, "realtime_seconds": 10, "min_seconds": 5, "live_seconds": 10, "delivery_n": 200_000, "apps": 200,
+QUICK = {"n": 500_000, "rounds": 2, "realtime_seconds": 10, "statefns_n": 50_000, "min_seconds": 5, "live_seconds": 10, "delivery_n": 200_000, "apps": 200,
          "fail": 20, "settle": 10, "profile_seconds": 0, "kills": 1, "autoscale_phases": (20, 60, 30),
          "results": BENCH_DIR / "results-quick"}
 
@@ -111,6 +114,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                         "on a larger backlog; the raw consumer reads the topic again until this long")
     p.add_argument("--realtime-rate", type=float, default=10_000, help="realtime: events/s produced")
     p.add_argument("--realtime-seconds", type=float, default=30, help="realtime: seconds produced at that rate per run")
+    p.add_argument("--statefns-n", type=int, default=200_000, help="statefns: records in the backlog")
     p.add_argument("--apps", type=int, default=1000)
     p.add_argument("--batch", type=int, default=100)
     p.add_argument("--fail", type=int, default=100)
