@@ -207,7 +207,7 @@ def run(bed, workdir: Path, n: int, partitions: int, live_seconds: float, max_of
         timeout: float, rounds_of_each: int = 3, engines_to_run=("runtime", "handwritten", "kstreams"),
         min_seconds: float = 60, variants=("runtime-nodlq",), only: tuple[str, ...] = (),
         results: Path | None = None) -> dict:
-    """Every engine `rounds_of_each` times, interleaved (a, a′, b, c, d, a, a′, …) on the same backlog,
+    """Every engine `rounds_of_each` times, interleaved (a, a′, b, c, d, d, c, b, a′, a, …) on the same backlog,
     then the latency runs interleaved the same way, then the DB writes. ``only``: measure just these
     engines' sustained rates (and "raw"), skipping latency and DB writes. ``results``: where the PNGs go."""
     unknown = set(only) - set(engines.ENGINES) - {"raw"}
@@ -224,7 +224,9 @@ def run(bed, workdir: Path, n: int, partitions: int, live_seconds: float, max_of
     log.info("backlog: %s", result)
     base = engines.Run(bootstrap, "", "", workdir, "updates", max_offsets, partitions)
     measured = dataplane_figures.in_order([*engines_to_run, *variants, *(("raw",) if not only or "raw" in only else ())])
-    result["order"] = rounds.interleave(measured, rounds_of_each)
+    # every other round reversed: on a shared machine the last run of a round was the slowest of it in 4
+    # of 6 rounds whatever engine it was (docs/runtime.md, "Speed"), so no engine always goes last
+    result["order"] = rounds.interleave(measured, rounds_of_each, alternate=True)
     each = ThroughputRounds(bed, base, backlogs, n, min_seconds, timeout)
     runs: dict[str, list[dict]] = {e: [] for e in measured}
     for i, engine in result["order"]:
@@ -247,7 +249,7 @@ def latency_rounds(base: engines.Run, engines_to_run, throughput_figures: dict, 
     run on fresh topics."""
     live_rate = dataplane_figures.live_rate(throughput_figures, engines_to_run)
     runs: dict[str, list[dict]] = {e: [] for e in engines_to_run}
-    for i, engine in rounds.interleave(dataplane_figures.in_order(engines_to_run), rounds_of_each):
+    for i, engine in rounds.interleave(dataplane_figures.in_order(engines_to_run), rounds_of_each, alternate=True):
         r = replace(base, source=f"live-in-{engine}-{i}", target=f"live-out-{engine}-{i}",
                     workdir=base.workdir / f"live-{engine}-{i}", max_offsets=0)
         runs[engine].append({**latency(r, engine, live_rate, live_seconds, timeout), "round": i})

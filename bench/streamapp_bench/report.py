@@ -55,7 +55,7 @@ def dataplane(r: dict, images: str = "bench/results") -> list[str]:
     live = (f" Latency at a fixed {d['live_rate']:,.0f} events/s (half the slowest engine's median) for "
             f"{r['args'].get('live_seconds', '?')} s{', in as many rounds, interleaved the same way' if rounds > 1 else ''}."
             if lat else "")
-    how = (f"{rounds} rounds: every engine once per round, interleaved (a, a′, b, c, d, a, …), each run reading the "
+    how = (f"{rounds} rounds: every engine once per round, interleaved, every other round reversed (a, a′, b, c, d, d, c, …), each run reading the "
            f"same backlog from the beginning; medians with the lowest and highest run in brackets, ratios taken "
            f"within each round." if rounds > 1 else
            "One run of each engine, one after another on the same backlog: no spread (a single run cannot tell a "
