@@ -91,8 +91,8 @@ def test_realtime_queries_run_with_the_realtime_trigger_in_update_mode():
     feed = example("click-feed")
     plans = plan.query_plans(feed, "/ck")
     assert [(p.name, p.kind, p.output_mode, p.trigger) for p in plans] == [
-        ("feed-click-feed", "kafka", "update", plan.Trigger("realtime", "60 seconds")),
-        ("dlq-clicks", "dlq", "update", plan.Trigger("realtime", "60 seconds"))]  # no slot left for a micro-batch
+        ("feed-click-feed", "kafka", "update", plan.Trigger("realtime", "300 seconds")),
+        ("dlq-clicks", "dlq", "update", plan.Trigger("realtime", "300 seconds"))]  # no slot left for a micro-batch
     # --available-now catches up in micro-batches and stops
     assert {(p.output_mode, p.trigger.kind) for p in plan.query_plans(feed, "/ck", available_now=True)} == {
         ("append", "available-now")}

@@ -265,7 +265,9 @@ def supervise(spark, running: Running, poll: float = 0.2, policy: recovery.Retry
 def stale_after(app: StreamApp) -> float:
     """Seconds without progress after which /healthz fails: progress comes at the end of each batch
     (in real-time mode, each checkpoint interval)."""
-    interval = parse_duration(realtime.CHECKPOINT_INTERVAL) if app.spec.realtime else trigger_interval(app.spec.trigger)
+    if app.spec.realtime:  # a checkpoint interval's progress, and the next one's, missed
+        return max(300.0, 2 * parse_duration(realtime.CHECKPOINT_INTERVAL).total_seconds())
+    interval = trigger_interval(app.spec.trigger)
     return max(300.0, 5 * (interval.total_seconds() if interval else 0))
 
 
