@@ -27,6 +27,14 @@ __all__ = ["round_events", "wait_for"]
 
 
 # --- the cluster side ----------------------------------------------------------------------------
+def suspend_click_sessions(cluster) -> None:
+    """A 2-core node holds one driver: the click-sessions app of the other tests steps aside."""
+    cluster.kubectl("patch", "streamapp", APP, "-n", NS, "--type=merge", "-p", '{"spec": {"suspend": true}}',
+                    check=False)
+    wait_for("no other app's pods", lambda: not running(cluster, "driver") and not running(cluster, "executor"),
+             timeout=300)
+
+
 def running(cluster, component: str, app: str = APP) -> list[dict]:
     """Pods of the component that run and are not being deleted."""
     return cluster.running(NS, app, component)

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from e2e_clicks import CLASS, NS, PG_SECRET, RUN, app_object, running, wait_for
+from e2e_clicks import CLASS, NS, PG_SECRET, RUN, app_object, running, suspend_click_sessions, wait_for
 from streamapp_testbed import kafka_admin
 from streamapp_testbed import cluster_apps
 from streamapp_testbed.load_app import PacedProducer, compare, manifest, table_counts
@@ -52,10 +52,7 @@ def drained(c, acked: dict[str, int]):
 
 def test_a_load_step_scales_the_running_driver_in_place(operator):
     c = operator
-    c.kubectl("patch", "streamapp", "click-sessions", "-n", NS, "--type=merge", "-p", '{"spec": {"suspend": true}}',
-              check=False)  # fmt: skip
-    wait_for("no other app's pods", lambda: not running(c, "driver", "click-sessions")
-             and not running(c, "executor", "click-sessions"), timeout=300)
+    suspend_click_sessions(c)
     c.apply(cluster_apps.hostpath_volume(VOLUME, c.volume_dir(f"ls-{RUN}"), CLASS),
             {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": PG_SECRET, "namespace": NS},
              "stringData": {"uri": c.postgres_dsn}})

@@ -11,7 +11,7 @@ import json
 import pytest
 import yaml
 
-from e2e_clicks import CLASS, NS, REPO, RUN, app_object, running, wait_for
+from e2e_clicks import CLASS, NS, REPO, RUN, app_object, running, suspend_click_sessions, wait_for
 from streamapp_testbed import cluster_apps, kafka_admin
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -45,10 +45,7 @@ def read(c, topic: str, expect: int) -> list:
 
 def test_a_realtime_app_gets_a_slot_per_partition_and_query_and_passes_records_on(operator):
     c = operator
-    c.kubectl("patch", "streamapp", "click-sessions", "-n", NS, "--type=merge", "-p", '{"spec": {"suspend": true}}',
-              check=False)  # fmt: skip
-    wait_for("no other app's pods", lambda: not running(c, "driver", "click-sessions")
-             and not running(c, "executor", "click-sessions"), timeout=300)
+    suspend_click_sessions(c)
     c.apply(cluster_apps.hostpath_volume(VOLUME, c.volume_dir(f"rt-{RUN}"), CLASS))
     for topic in (TOPIC, OUT, DLQ):
         kafka_admin.create_topic(c.kafka_bootstrap, topic, partitions=2 if topic == TOPIC else 1)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from e2e_clicks import CLASS, NS, PG_SECRET, RUN, TRIGGER, Rounds, app_object, running, wait_for
+from e2e_clicks import CLASS, NS, PG_SECRET, RUN, TRIGGER, Rounds, app_object, running, suspend_click_sessions, wait_for
 from streamapp_testbed import cluster_apps, kafka_admin
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
@@ -48,10 +48,7 @@ def restart_count(pod: dict) -> int:
 
 def test_kubectl_scale_changes_the_executors_of_the_running_driver_in_place(operator):
     c = operator
-    c.kubectl("patch", "streamapp", "click-sessions", "-n", NS, "--type=merge", "-p", '{"spec": {"suspend": true}}',
-              check=False)  # fmt: skip
-    wait_for("no other app's pods", lambda: not running(c, "driver", "click-sessions")
-             and not running(c, "executor", "click-sessions"), timeout=300)
+    suspend_click_sessions(c)
     c.apply(cluster_apps.hostpath_volume(f"streamapp-e2e-rs-{RUN}", c.volume_dir(f"rs-{RUN}"), CLASS),
             {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": PG_SECRET, "namespace": NS},
              "stringData": {"uri": c.postgres_dsn}})
