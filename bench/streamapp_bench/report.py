@@ -234,7 +234,8 @@ def realtime(r: dict, images: str = "bench/results") -> list[str]:
     lat = d["latency"]
     lines = [f"**Real-time mode** — examples/click-feed.yaml (JSON clicks filtered, a column added, keyed by session: "
              f"stateless, Kafka → Kafka, at-least-once, dead letters on) at a fixed {d['rate']:,.0f} events/s for "
-             f"{d['seconds']:g} s on {d['partitions']} partitions, after a warm-up; micro-batches back to back (local[2]) "
+             f"{d['seconds']:g} s on {d['partitions']} partitions, measured after 10 s at that rate (a warm-up); between "
+             f"real-time checkpoints (every 5 min: what each costs is in docs/runtime.md); micro-batches back to back (local[2]) "
              f"against `trigger: realtime` (a task per partition and query: local[{2 * d['partitions']}]), "
              f"{d['rounds']} rounds interleaved. Latency: broker time of the input record → broker time of its output "
              "record; medians over the rounds with the lowest and highest run in brackets.", "",
