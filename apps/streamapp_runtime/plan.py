@@ -1,7 +1,9 @@
 """What queries a StreamApp becomes: pure decisions over the API models, no pyspark.
 
 Each sink is one streaming query over the whole lineage of the stream it writes (Spark has no shared
-sub-topologies); each JSON source with dead-lettering on adds one query writing its bad records.
+sub-topologies). A JSON source's bad records are counted by the first sink query that reads it (its
+*owner*), and the dead-letter writer (run.dead_letters) reads back only the batches that had some; in
+real-time mode, or for a source no sink reads, a dead-letter query of its own reads every record again.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class QueryPlan:
     checkpoint: str  # a path or a URI (contract.query_checkpoint)
     index: int | None = None  # position in spec.sinks
     trigger: Trigger = Trigger("asap")
+    counts_bad: tuple[str, ...] = ()  # sources whose bad records this query counts (it owns their dead letters)
 
 
 def by_name(app: StreamApp) -> dict[str, Source | Table | Stream]:
@@ -66,19 +69,35 @@ def output_mode_of(app: StreamApp, emit: str, available_now: bool) -> str:
     return UPDATE if app.spec.realtime and not available_now else output_mode(emit)
 
 
+def dead_letter_owners(app: StreamApp) -> dict[str, str]:
+    """JSON source with dead letters on -> the sink query that counts its bad records: the first sink
+    (in spec order) whose lineage reads it. In real-time mode none: a query reports its progress only
+    per checkpoint interval (minutes), too late for dead letters. Pure."""
+    if not app.spec.dead_letter.enabled or app.spec.realtime:
+        return {}
+    resolved = resolve(app)
+    owners: dict[str, str] = {}
+    for sink in app.spec.sinks:
+        for source in resolved.lineage(sink.from_).sources:
+            owners.setdefault(source, sink.query_name)
+    return {s.name: owners[s.name] for s in app.spec.sources if s.format == "json" and s.name in owners}
+
+
 def query_plans(app: StreamApp, checkpoint_root: str, console: bool = False,
                 available_now: bool = False) -> list[QueryPlan]:
     resolved = resolve(app)
+    owners = {} if console else dead_letter_owners(app)
     plans = []
     for i, sink in enumerate(app.spec.sinks):
         kind = "console" if console else sink.kind
         name = sink.query_name + ("-console" if console else "")
         mode = output_mode_of(app, resolved.emit(sink.from_), available_now)
+        counts = tuple(source for source, owner in owners.items() if owner == name)
         plans.append(QueryPlan(name, kind, sink.from_, mode, contract.query_checkpoint(checkpoint_root, name), i,
-                               trigger(app, available_now)))
+                               trigger(app, available_now), counts))
     if app.spec.dead_letter.enabled and not console:
         for source in app.spec.sources:
-            if source.format == "json":
+            if source.format == "json" and source.name not in owners:
                 name = contract.dlq_query(source.name)
                 plans.append(QueryPlan(name, "dlq", source.name, output_mode_of(app, "final", available_now),
                                        contract.query_checkpoint(checkpoint_root, name),

@@ -29,14 +29,17 @@ class Compiler:
         self.resolved = resolve(app)
         self._building: list[str] = []
         self._source_names: set[str] = set()  # of the query being compiled
+        self._count_bad: frozenset[str] = frozenset()  # sources whose bad records the query counts
 
-    def query_frame(self, name: str) -> Frame:
-        """The frame a query writes: a new query, whose sources are named afresh."""
-        self.new_query()
+    def query_frame(self, name: str, count_bad: tuple[str, ...] = ()) -> Frame:
+        """The frame a query writes: a new query, whose sources are named afresh; it counts the bad
+        records of the sources in ``count_bad`` (plan.QueryPlan.counts_bad)."""
+        self.new_query(count_bad)
         return self.frame(name)
 
-    def new_query(self) -> None:
+    def new_query(self, count_bad: tuple[str, ...] = ()) -> None:
         self._source_names.clear()
+        self._count_bad = frozenset(count_bad)
 
     def source_name(self, name: str) -> str:
         """The name the query's checkpoint knows this read of source or table ``name`` by."""
@@ -70,7 +73,8 @@ class Compiler:
         self._building.append(name)
         try:
             if isinstance(item, Source):
-                frame = source_frame(self.spark, item, self.kafka_options, self.source_name(name))
+                frame = source_frame(self.spark, item, self.kafka_options, self.source_name(name),
+                                     count_bad=name in self._count_bad)
             else:
                 upstream = self.frame(item.from_)
                 frame = apply_steps(self, item, self.path_of(name), Frame(upstream.df, upstream.event_time,

@@ -6,6 +6,8 @@ a value of the wrong type, no event time). The pipeline reads the good ones; ``d
 
 from __future__ import annotations
 
+import json
+
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -21,6 +23,7 @@ ERROR = "__error"
 ISOLATION = "kafka.isolation.level"
 RAW_KEY = "__raw_key"
 RAW_VALUE = "__raw_value"
+BAD_COUNT_PREFIX = "streamapp.bad."  # observed metrics: bad records per batch (bad_count_name)
 # Timestamps keep microseconds through the JSON round trips the runtime makes internally (table joins,
 # accumulate). Not used to read sources: a fixed pattern would refuse "...T10:00:00Z" without a fraction.
 JSON_OPTIONS = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX", "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS"}
@@ -126,11 +129,22 @@ def malformed_reason(schema: dict[str, str]) -> Column:
         F.lit("malformed JSON: not a JSON object"))
 
 
-def source_frame(spark: SparkSession, source: Source, options: dict[str, str], name: str) -> Frame:
-    """The good records of a source, metadata columns first, with its watermark; ``name``: read_kafka's."""
+def bad_count_name(source: str, read: str) -> str:
+    """The name of the observed metric counting one read's bad records (run.dead_letters sums a
+    source's). Pure."""
+    return f"{BAD_COUNT_PREFIX}{source}#{read}"
+
+
+def source_frame(spark: SparkSession, source: Source, options: dict[str, str], name: str,
+                 count_bad: bool = False) -> Frame:
+    """The good records of a source, metadata columns first, with its watermark; ``name``: read_kafka's.
+    ``count_bad``: the query reports how many records of each batch could not be used (Spark's
+    observed metrics), for the dead-letter writer to read back only the batches that had some."""
     raw = read_kafka(spark, source.topic_list, options, source.starting_offsets, source.max_offsets_per_trigger,
                      name=name)
     df = parse(raw, source)
+    if count_bad:
+        df = df.observe(bad_count_name(source.name, name), F.count_if(F.col(ERROR).isNotNull()).alias("bad"))
     good = df.where(F.col(ERROR).isNull()).drop(ERROR, RAW_KEY, RAW_VALUE)
     event_time = source.event_time_column
     if source.watermark is not None:
@@ -140,9 +154,32 @@ def source_frame(spark: SparkSession, source: Source, options: dict[str, str], n
 
 def bad_records(spark: SparkSession, source: Source, options: dict[str, str],
                 max_offsets: int | None = None) -> DataFrame:
-    """The records of a source that cannot be used, with the reason spelled out."""
+    """The records of a source that cannot be used, with the reason spelled out (a stream)."""
     raw = read_kafka(spark, source.topic_list, options, source.starting_offsets, max_offsets,
                      name=spark_source_name(source.name))  # the dead-letter query reads this source only
+    return bad_of(raw, source)
+
+
+def read_kafka_range(spark: SparkSession, options: dict[str, str], start: dict[tuple[str, int], int],
+                     end: dict[tuple[str, int], int]) -> DataFrame:
+    """Kafka rows from ``start`` (inclusive; -2: the earliest) to ``end`` (exclusive) per partition,
+    read once as a batch. Records deleted by retention meanwhile are skipped, not an error."""
+    def by_topic(offsets: dict[tuple[str, int], int]) -> str:
+        nested: dict[str, dict[str, int]] = {}
+        for (topic, partition), offset in sorted(offsets.items()):
+            nested.setdefault(topic, {})[str(partition)] = offset
+        return json.dumps(nested)
+
+    assign = {}
+    for topic, partition in sorted(end):
+        assign.setdefault(topic, []).append(partition)
+    return (spark.read.format("kafka").options(**{ISOLATION: "read_committed", **options})
+            .option("assign", json.dumps(assign)).option("startingOffsets", by_topic(start))
+            .option("endingOffsets", by_topic(end)).option("failOnDataLoss", "false").load())
+
+
+def bad_of(raw: DataFrame, source: Source) -> DataFrame:
+    """The Kafka rows that cannot be used, parsed as the pipeline parses them, with the reason."""
     df = parse(raw, source)
     bad = df.where(F.col(ERROR).isNotNull())
     reason = F.when(F.col(ERROR) == "malformed", malformed_reason(source.schema_ or {})).otherwise(F.col(ERROR))

@@ -77,6 +77,9 @@ class Metrics:
         self.watermark = Gauge("streamapp_watermark_timestamp_seconds", "Event-time watermark", [A, Q], registry=r)
         self.late = Counter("streamapp_late_rows_dropped", "Rows dropped as later than the watermark", [A, Q], registry=r)
         self.dead = Counter("streamapp_dead_letter_records", "Records sent to the dead-letter topic", [A, "source"], registry=r)
+        self.dead_letter_failures = Counter(
+            "streamapp_dead_letter_failures", "Read-backs of a source's bad records that failed (tried again)",
+            [A, "source"], registry=r)
         self.last_batch = Gauge(contract.METRIC_LAST_BATCH, "When the last batch committed", [A, Q], registry=r)
         self.active = Gauge("streamapp_query_active", "1 while the query runs", [A, Q], registry=r)
         self.restarts = Counter("streamapp_query_restarts", "Restarts of a query after it lost Kafka", [A, Q], registry=r)
@@ -134,6 +137,15 @@ class Metrics:
                 self.dead.labels(self.app, self.dlq_queries[query]).inc(rows)
                 totals["dead"] += rows
             self.sink_batches[query] = (batch_id, rows, skipped)
+
+    def dead_lettered(self, source: str, rows: int) -> None:
+        """Bad records of ``source`` the dead-letter writer (run.dead_letters) wrote."""
+        with self._lock:
+            self.dead.labels(self.app, source).inc(rows)
+
+    def dead_letter_failed(self, source: str) -> None:
+        with self._lock:
+            self.dead_letter_failures.labels(self.app, source).inc()
 
     def transactions(self, query: str, committed: int, aborted: int) -> None:
         """What an exactly-once Kafka sink's writers did in one batch."""

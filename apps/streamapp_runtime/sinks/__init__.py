@@ -50,7 +50,7 @@ def _where(qp: QueryPlan) -> str:
 
 
 def _stream(ctx: QueryContext, qp: QueryPlan) -> DataFrame:
-    return ctx.compiler.query_frame(qp.reads).df
+    return ctx.compiler.query_frame(qp.reads, qp.counts_bad).df
 
 
 def _console_frame(ctx: QueryContext, qp: QueryPlan) -> DataFrame:

@@ -122,32 +122,13 @@ class PartitionWriter:
         return True
 
     def _marker(self):
-        from confluent_kafka import KafkaException, TopicPartition
+        from confluent_kafka import TopicPartition
 
-        deadline = time.monotonic() + CLIENT_TIMEOUT_S
-        while True:
-            try:
-                [marker] = self.markers.committed([TopicPartition(self.target.topic, 0)],
-                                                  timeout=max(deadline - time.monotonic(), MARKER_RETRY_S))
-                return marker
-            except KafkaException as exc:
-                if not read_marker_again(exc.args[0].name(), deadline - time.monotonic()):
-                    raise
-                time.sleep(MARKER_RETRY_S)
+        [marker] = committed(self.markers, [TopicPartition(self.target.topic, 0)])
+        return marker
 
     def produce(self, records: Iterable[tuple]) -> None:
-        """(key, value[, headers]) tuples, as str/bytes/None."""
-        for record in records:
-            key, value, *rest = record
-            key, value = _bytes(key), _bytes(value)
-            headers = [(name, _bytes(data)) for name, data in rest[0]] if rest and rest[0] else None
-            while True:
-                try:
-                    self.producer.produce(self.target.topic, value=value, key=key, headers=headers)
-                    break
-                except BufferError:  # the local queue is full: let deliveries drain
-                    self.producer.poll(0.1)
-            self.producer.poll(0)
+        produce_all(self.producer, self.target.topic, records)
 
     def commit(self) -> None:
         """Commit the rows and the marker together."""
@@ -170,6 +151,38 @@ class PartitionWriter:
         """The marker reader; the producer holds nothing once its transaction ended and goes with the
         object (a fenced producer raises on anything it is asked)."""
         self.markers.close()
+
+
+def committed(consumer, partitions: list) -> list:
+    """A group's committed offsets (``consumer.committed``), asking again while its coordinator moves."""
+    from confluent_kafka import KafkaException
+
+    deadline = time.monotonic() + CLIENT_TIMEOUT_S
+    while True:
+        try:
+            return consumer.committed(partitions, timeout=max(deadline - time.monotonic(), MARKER_RETRY_S))
+        except KafkaException as exc:
+            if not read_marker_again(exc.args[0].name(), deadline - time.monotonic()):
+                raise
+            time.sleep(MARKER_RETRY_S)
+
+
+def produce_all(producer, topic: str, records: Iterable[tuple]) -> int:
+    """Hand (key, value[, headers]) tuples, as str/bytes/None, to a confluent_kafka producer; how many."""
+    count = 0
+    for record in records:
+        key, value, *rest = record
+        key, value = _bytes(key), _bytes(value)
+        headers = [(name, _bytes(data)) for name, data in rest[0]] if rest and rest[0] else None
+        while True:
+            try:
+                producer.produce(topic, value=value, key=key, headers=headers)
+                break
+            except BufferError:  # the local queue is full: let deliveries drain
+                producer.poll(0.1)
+        producer.poll(0)
+        count += 1
+    return count
 
 
 def _bytes(data):

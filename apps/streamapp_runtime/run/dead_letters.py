@@ -1,0 +1,262 @@
+"""Dead letters that cost nothing while the data is clean.
+
+The sink query that owns a JSON source (``plan.dead_letter_owners``) counts the source's bad records
+in every batch (``sources.bad_count_name``: Spark's observed metrics, computed as the records are
+parsed anyway). From the query's progress this writer learns the offsets each batch read and how many
+of them were bad; only when some were does it read those offsets back from Kafka as a batch, parse
+them as the pipeline did and write the bad ones to the dead-letter topic. Clean data is read once.
+
+Nothing is lost across a crash. Per partition, the *cursor* is the offset below which every bad
+record is written (or none was there). It is kept as the committed offsets of a consumer group named
+like the writer, ``streamapp.dlq-<source>.<owner query id>``, and committed with the dead letters: in
+the same Kafka transaction with ``deadLetter.delivery: exactly-once`` (whose ``transactional.id`` is
+that name: a new producer fences an older driver's), after them otherwise. Between batches with bad
+records it advances over clean ones, committed at most every ``interval``. When the pipeline
+committed a batch whose dead letters were not written (a crash in between), the cursor stays behind
+the pipeline: the next batch starts past it, and the read-back starts at the cursor, covering the gap.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from streamapp_api import Source, contract
+
+from streamapp_runtime.compile.sources import BAD_COUNT_PREFIX
+
+log = logging.getLogger("streamapp.runtime")
+
+Offsets = dict[tuple[str, int], int]  # (topic, partition) -> offset
+EARLIEST = -2  # in Spark's offset JSON: the partition's first offset
+
+
+# --- pure: what a batch tells, and what is left to read back -------------------------------------
+
+def _offsets(value) -> Offsets:
+    if isinstance(value, str):
+        value = json.loads(value)
+    return {(topic, int(p)): int(o) for topic, parts in (value or {}).items() for p, o in parts.items()}
+
+
+def _merge(a: Offsets, b: Offsets, pick=max) -> Offsets:
+    return {**a, **b, **{tp: pick(a[tp], b[tp]) for tp in a.keys() & b.keys()}}
+
+
+def batch_offsets(progress: dict, topics: set[str]) -> tuple[Offsets | None, Offsets]:
+    """(where the batch started, None for a checkpoint's first batch; where it ended) over the
+    progress's sources reading ``topics`` (several when a query reads the source twice). Pure."""
+    start: Offsets | None = {}
+    end: Offsets = {}
+    for source in progress.get("sources") or []:
+        ended = {tp: o for tp, o in _offsets(source.get("endOffset")).items() if tp[0] in topics}
+        if not ended:
+            continue
+        end = _merge(end, ended)
+        if source.get("startOffset") is None:
+            start = None
+        elif start is not None:
+            start = _merge(start, _offsets(source["startOffset"]), min)
+    return start, end
+
+
+def bad_count(progress: dict, source: str) -> int | None:
+    """The source's bad records in the batch, over every read of it; None when the query did not
+    report them though it read something (then the batch is read back). Pure."""
+    prefix = f"{BAD_COUNT_PREFIX}{source}#"
+    counts = [int((row or {}).get("bad") or 0) for name, row in (progress.get("observedMetrics") or {}).items()
+              if name.startswith(prefix)]
+    if counts:
+        return sum(counts)
+    return 0 if not int(progress.get("numInputRows") or 0) else None
+
+
+def batch_begin(start: Offsets | None, end: Offsets, initial: Offsets) -> Offsets:
+    """Where the batch began per partition it ended on: a first batch at the checkpoint's initial
+    offsets, a partition new to the query at its earliest offset (as Spark reads it). Pure."""
+    known = initial if start is None else start
+    return {tp: known.get(tp, EARLIEST) for tp in end}
+
+
+@dataclass
+class Coverage:
+    """One source's dead-letter cursor and what is left to read back. Pure (no I/O)."""
+
+    cursor: Offsets = field(default_factory=dict)  # below it, every bad record is written
+    upto: Offsets = field(default_factory=dict)  # the end of what is to be read back
+    dirty: bool = False  # some bad records (or an unread gap) lie between cursor and upto
+    bad: int = 0  # bad records the pipeline counted in that range
+
+    def batch(self, begin: Offsets, end: Offsets, bad: int | None) -> None:
+        for tp, offset in begin.items():  # nothing before the pipeline's first batch is ours to write
+            self.cursor.setdefault(tp, offset)
+        behind = any(self.cursor[tp] < b for tp, b in begin.items() if b >= 0)
+        if not self.dirty and bad == 0 and not behind:
+            self.cursor = _merge(self.cursor, end)
+            return
+        self.dirty = True
+        self.upto = _merge(self.upto, end)
+        self.bad += bad or 0
+
+    def to_read(self) -> tuple[Offsets, Offsets]:
+        """(from, to) per partition with something left to read back."""
+        left = {tp: o for tp, o in self.upto.items() if o > self.cursor.get(tp, EARLIEST)}
+        return {tp: self.cursor.get(tp, EARLIEST) for tp in left}, left
+
+    def written(self) -> None:
+        self.cursor = _merge(self.cursor, self.upto)
+        self.upto, self.dirty, self.bad = {}, False, 0
+
+
+def initial_offsets(files: dict[str, str]) -> Offsets:
+    """A checkpoint's initial Kafka offsets from its ``sources/*/0`` files (``v1`` and a JSON line,
+    after a NUL Spark writes first), the lowest per partition. Pure."""
+    found: Offsets = {}
+    for text in files.values():
+        line = text[text.find("{"):] if "{" in text else ""
+        try:
+            found = _merge(found, _offsets(json.loads(line)), min)
+        except (ValueError, AttributeError):
+            continue
+    return found
+
+
+# --- the writer -----------------------------------------------------------------------------------
+
+@dataclass
+class Owned:
+    """A source whose dead letters this writer writes, and the sink query that counts them."""
+
+    source: Source
+    query: str
+    checkpoint: str  # the query's
+    coverage: Coverage = field(default_factory=Coverage)
+    backlog: list = field(default_factory=list)  # progress of the query's batches not taken in yet
+    sink: object = None  # sinks.dead_letter_topic.DeadLetterSink, once the query's id is known
+    committed: Offsets | None = None  # the cursor in Kafka; None until read
+    last_write: float = float("-inf")
+    last_commit: float = float("-inf")
+    told: bool = False  # a failure was logged as a warning already
+
+
+class DeadLetterWriter:
+    """Reads back and writes the bad records of the sources whose owner queries report batches
+    (``batch_done``, from the listener), on a thread of its own; ``close`` writes what is left.
+
+    ``read_back(source, from, to)``: the bad records as (key, value, headers); ``open_sink(name)``: a
+    DeadLetterSink whose transactional id and cursor group is ``name``; ``read_initial(checkpoint)``:
+    the checkpoint's initial offsets (initial_offsets)."""
+
+    def __init__(self, owned: list[Owned], read_back: Callable, open_sink: Callable, metrics,
+                 interval: float, read_initial: Callable[[str], Offsets]):
+        self.owned, self.read_back, self.open_sink, self.metrics = owned, read_back, open_sink, metrics
+        self.interval, self.read_initial = interval, read_initial
+        self.queries = {o.query for o in owned}
+        self._items: list[dict] = []
+        self._closing = False
+        self._cond = threading.Condition()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="dead-letters")
+        self._thread.start()
+
+    def batch_done(self, progress: dict) -> None:
+        if progress.get("name") in self.queries:
+            with self._cond:
+                self._items.append(progress)
+                self._cond.notify()
+
+    def close(self, timeout: float = 120.0) -> None:
+        """Write what is left (for ``timeout`` at most: what is not written is read back on the next start)."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify()
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._items or self._closing, timeout=self.interval)
+                items, self._items, closing = self._items, [], self._closing
+            for owned in self.owned:
+                owned.backlog.extend(p for p in items if p.get("name") == owned.query)
+                self._guarded(owned, lambda o=owned: self._settle(o, closing))
+            if closing:
+                for owned in self.owned:
+                    if owned.sink is not None:
+                        owned.sink.close()
+                return
+
+    def _guarded(self, owned: Owned, work: Callable[[], None]) -> None:
+        try:
+            work()
+            owned.told = False
+        except Exception as exc:  # noqa: BLE001 - the pipeline goes on; what is not written stays to be read back
+            self.metrics.dead_letter_failed(owned.source.name)
+            log.log(logging.DEBUG if owned.told else logging.WARNING,
+                    "dead letters of source %s: could not write them yet (counted in "
+                    "streamapp_dead_letter_failures_total; tried again, nothing is lost): %s", owned.source.name, exc)
+            owned.told = True
+            if owned.sink is not None:
+                owned.sink.reset()
+            owned.last_write = time.monotonic()  # the next try after an interval
+
+    def _settle(self, owned: Owned, closing: bool) -> None:
+        while owned.backlog:
+            self._take(owned, owned.backlog[0])
+            owned.backlog.pop(0)
+        coverage, now = owned.coverage, time.monotonic()
+        if coverage.dirty and (closing or now - owned.last_write >= self.interval):
+            owned.last_write = now
+            begin, end = coverage.to_read()
+            rows = self.read_back(owned.source, begin, end) if end else iter(())
+            written = owned.sink.write(rows, coverage.upto)
+            coverage.written()
+            owned.committed, owned.last_commit = dict(coverage.cursor), now
+            if written:
+                self.metrics.dead_lettered(owned.source.name, written)
+                log.info("dead letters of source %s: %d record(s) written (offsets %s)", owned.source.name,
+                         written, ", ".join(f"{t}[{p}] {begin[(t, p)]}-{o}" for (t, p), o in sorted(end.items())))
+        elif owned.committed is not None and coverage.cursor != owned.committed and (
+                closing or now - owned.last_commit >= self.interval):
+            owned.sink.commit(coverage.cursor)
+            owned.committed, owned.last_commit = dict(coverage.cursor), now
+
+    def _take(self, owned: Owned, progress: dict) -> None:
+        """One batch of the owner query; the cursor is read from Kafka first (raises while it cannot be)."""
+        start, end = batch_offsets(progress, set(owned.source.topic_list))
+        if not end:
+            return
+        if owned.sink is None:
+            owned.sink = self.open_sink(f"streamapp.{contract.dlq_query(owned.source.name)}.{progress['id']}")
+        if owned.committed is None:
+            owned.committed = owned.sink.cursor(sorted(end))
+            owned.coverage.cursor = _merge(dict(owned.committed), owned.coverage.cursor)
+        initial = self.read_initial(owned.checkpoint) if start is None else {}
+        owned.coverage.batch(batch_begin(start, end, initial), end, bad_count(progress, owned.source.name))
+
+
+def for_app(spark, app, plans: list, options: dict[str, str], metrics, interval: float) -> DeadLetterWriter | None:
+    """The writer of the sources whose bad records the app's sink queries count; None when none does."""
+    from streamapp_runtime.compile.dlq import read_back
+    from streamapp_runtime.run import checkpoint_files
+    from streamapp_runtime.run.kafka_wait import admin_config
+    from streamapp_runtime.sinks.dead_letter_topic import DeadLetterSink
+
+    sources = {s.name: s for s in app.spec.sources}
+    owned = [Owned(sources[name], qp.name, qp.checkpoint) for qp in plans for name in qp.counts_bad]
+    if not owned:
+        return None
+    config, topic = admin_config(options), app.dead_letter_topic
+    exactly_once = app.spec.dead_letter.delivery == "exactly-once"
+
+    def read_initial(checkpoint: str) -> Offsets:
+        folder = contract.join(checkpoint, "sources")
+        return initial_offsets({name: checkpoint_files.read_text(contract.join(contract.join(folder, name), "0")) or ""
+                                for name in checkpoint_files.names(folder)})
+
+    return DeadLetterWriter(owned, lambda source, begin, end: read_back(spark, source, options, begin, end),
+                            lambda name: DeadLetterSink(config, topic, name, exactly_once), metrics, interval,
+                            read_initial)
