@@ -12,7 +12,7 @@ import yaml
 from streamapp_api import load
 from streamapp_runtime import plan
 from streamapp_runtime.run.dead_letters import (EARLIEST, Coverage, bad_count, batch_begin, batch_offsets,
-                                                initial_offsets)
+                                                initial_offsets, last_committed_offsets)
 
 pytestmark = pytest.mark.unit
 REPO = Path(__file__).resolve().parents[2]
@@ -20,7 +20,7 @@ T = "clicks"
 
 
 def progress(start, end, bad=None, rows=10, name="q", extra_sources=()):
-    metrics = {} if bad is None else {f"streamapp.bad.clicks#clicks": {"bad": bad}}
+    metrics = {} if bad is None else {"streamapp.bad.clicks#clicks": {"bad": bad}}
     return {"name": name, "id": "id-1", "numInputRows": rows, "observedMetrics": metrics,
             "sources": [{"startOffset": start, "endOffset": end}, *extra_sources]}
 
@@ -48,6 +48,13 @@ def test_a_batch_begins_at_its_start_the_checkpoints_initial_offsets_or_a_new_pa
     assert batch_begin(None, end, {}) == {(T, 0): EARLIEST, (T, 1): EARLIEST}  # no initial offsets found: read from the start
     files = {"0": '\x00v1\n{"clicks":{"0":5,"1":5}}', "1": 'v1\n{"clicks":{"0":3}}', "2": "", "3": "v1\n{broken"}
     assert initial_offsets(files) == {(T, 0): 3, (T, 1): 5}
+
+
+def test_an_earlier_dead_letter_querys_checkpoint_gives_the_offsets_of_its_last_committed_batch():
+    offsets = {"3": 'v1\n{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{}}\n{"clicks":{"0":40,"1":42}}',
+               "4": 'v1\n{"batchWatermarkMs":0,"batchTimestampMs":2,"conf":{}}\n{"clicks":{"0":50,"1":52}}'}
+    assert last_committed_offsets(["0", "3", ".3.crc"], offsets.get) == {(T, 0): 40, (T, 1): 42}  # batch 4 not committed
+    assert last_committed_offsets([], offsets.get) == {}
 
 
 def run(coverage: Coverage, batches) -> list:

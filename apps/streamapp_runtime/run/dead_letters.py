@@ -125,6 +125,22 @@ def initial_offsets(files: dict[str, str]) -> Offsets:
     return found
 
 
+def last_committed_offsets(commits: list[str], read_offsets: Callable[[str], str | None]) -> Offsets:
+    """The Kafka offsets a query's checkpoint committed last: its ``offsets/<n>`` (a version line, the
+    batch's metadata, then one line per source) for the highest ``n`` in ``commits/``. Pure given
+    ``read_offsets(n)``."""
+    done = [int(name) for name in commits if name.isdigit()]
+    if not done:
+        return {}
+    found: Offsets = {}
+    for line in (read_offsets(str(max(done))) or "").splitlines()[2:]:
+        try:
+            found = _merge(found, _offsets(json.loads(line)))
+        except (ValueError, AttributeError, TypeError):
+            continue
+    return found
+
+
 # --- the writer -----------------------------------------------------------------------------------
 
 @dataclass
@@ -134,6 +150,7 @@ class Owned:
     source: Source
     query: str
     checkpoint: str  # the query's
+    earlier_query: str = ""  # the checkpoint of the dead-letter query an earlier version ran for the source
     coverage: Coverage = field(default_factory=Coverage)
     backlog: list = field(default_factory=list)  # progress of the query's batches not taken in yet
     sink: object = None  # sinks.dead_letter_topic.DeadLetterSink, once the query's id is known
@@ -149,12 +166,13 @@ class DeadLetterWriter:
 
     ``read_back(source, from, to)``: the bad records as (key, value, headers); ``open_sink(name)``: a
     DeadLetterSink whose transactional id and cursor group is ``name``; ``read_initial(checkpoint)``:
-    the checkpoint's initial offsets (initial_offsets)."""
+    the checkpoint's initial offsets (initial_offsets); ``read_committed(checkpoint)``: the offsets a
+    query's checkpoint committed last (last_committed_offsets)."""
 
     def __init__(self, owned: list[Owned], read_back: Callable, open_sink: Callable, metrics,
-                 interval: float, read_initial: Callable[[str], Offsets]):
+                 interval: float, read_initial: Callable[[str], Offsets], read_committed: Callable[[str], Offsets]):
         self.owned, self.read_back, self.open_sink, self.metrics = owned, read_back, open_sink, metrics
-        self.interval, self.read_initial = interval, read_initial
+        self.interval, self.read_initial, self.read_committed = interval, read_initial, read_committed
         self.queries = {o.query for o in owned}
         self._items: list[dict] = []
         self._closing = False
@@ -168,7 +186,7 @@ class DeadLetterWriter:
                 self._items.append(progress)
                 self._cond.notify()
 
-    def close(self, timeout: float = 120.0) -> None:
+    def close(self, timeout: float = 30.0) -> None:
         """Write what is left (for ``timeout`` at most: what is not written is read back on the next start)."""
         with self._cond:
             self._closing = True
@@ -233,12 +251,15 @@ class DeadLetterWriter:
             owned.sink = self.open_sink(f"streamapp.{contract.dlq_query(owned.source.name)}.{progress['id']}")
         if owned.committed is None:
             owned.committed = owned.sink.cursor(sorted(end))
-            owned.coverage.cursor = _merge(dict(owned.committed), owned.coverage.cursor)
+            # No cursor, and the app ran a dead-letter query before: that query wrote up to its last batch.
+            earlier = {} if owned.committed or not owned.earlier_query else self.read_committed(owned.earlier_query)
+            owned.coverage.cursor = _merge(_merge(earlier, owned.committed), owned.coverage.cursor)
         initial = self.read_initial(owned.checkpoint) if start is None else {}
         owned.coverage.batch(batch_begin(start, end, initial), end, bad_count(progress, owned.source.name))
 
 
-def for_app(spark, app, plans: list, options: dict[str, str], metrics, interval: float) -> DeadLetterWriter | None:
+def for_app(spark, app, plans: list, checkpoint_root: str, options: dict[str, str], metrics,
+            interval: float) -> DeadLetterWriter | None:
     """The writer of the sources whose bad records the app's sink queries count; None when none does."""
     from streamapp_runtime.compile.dlq import read_back
     from streamapp_runtime.run import checkpoint_files
@@ -246,7 +267,9 @@ def for_app(spark, app, plans: list, options: dict[str, str], metrics, interval:
     from streamapp_runtime.sinks.dead_letter_topic import DeadLetterSink
 
     sources = {s.name: s for s in app.spec.sources}
-    owned = [Owned(sources[name], qp.name, qp.checkpoint) for qp in plans for name in qp.counts_bad]
+    owned = [Owned(sources[name], qp.name, qp.checkpoint,
+                   contract.query_checkpoint(checkpoint_root, contract.dlq_query(name)))
+             for qp in plans for name in qp.counts_bad]
     if not owned:
         return None
     config, topic = admin_config(options), app.dead_letter_topic
@@ -257,6 +280,11 @@ def for_app(spark, app, plans: list, options: dict[str, str], metrics, interval:
         return initial_offsets({name: checkpoint_files.read_text(contract.join(contract.join(folder, name), "0")) or ""
                                 for name in checkpoint_files.names(folder)})
 
+    def read_committed(checkpoint: str) -> Offsets:
+        offsets = contract.join(checkpoint, "offsets")
+        return last_committed_offsets(checkpoint_files.names(contract.join(checkpoint, "commits")),
+                                      lambda n: checkpoint_files.read_text(contract.join(offsets, n)))
+
     return DeadLetterWriter(owned, lambda source, begin, end: read_back(spark, source, options, begin, end),
                             lambda name: DeadLetterSink(config, topic, name, exactly_once), metrics, interval,
-                            read_initial)
+                            read_initial, read_committed)

@@ -121,7 +121,8 @@ def start(spark, app: StreamApp, settings: Settings, quiet: bool = False, wait_f
     metrics.count_executors(lambda: spark_compat.executor_count(spark))
     running = Running(app, metrics, stop_requested=stop_requested, committer=group_committer(app, options, metrics),
                       fence=owner)
-    running.dead_letters = dead_letters.for_app(spark, app, plans, options, metrics, plan.DLQ_MIN_INTERVAL_S)
+    running.dead_letters = dead_letters.for_app(spark, app, plans, settings.checkpoint_root, options, metrics,
+                                                 plan.DLQ_MIN_INTERVAL_S)
     running.listener = ProgressListener(metrics, {p.name for p in plans}, quiet=quiet, committer=running.committer,
                                         dead_letters=running.dead_letters)
     spark.streams.addListener(running.listener)
