@@ -230,7 +230,8 @@ class DeadLetterWriter:
             owned.last_write = now
             begin, end = coverage.to_read()
             rows = self.read_back(owned.source, begin, end) if end else iter(())
-            written = owned.sink.write(rows, coverage.upto)
+            # never back: after a restart the cursor may be past a replayed batch's end on some partitions
+            written = owned.sink.write(rows, _merge(coverage.cursor, coverage.upto))
             coverage.written()
             owned.committed, owned.last_commit = dict(coverage.cursor), now
             if written:
