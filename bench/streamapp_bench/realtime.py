@@ -70,6 +70,14 @@ def start(run: Run) -> ManagedProcess:
     return ManagedProcess("runtime", argv, run.workdir / "runtime.log", env={**ENV, **local_run_env()}).start()
 
 
+def query_count(doc: dict) -> int:
+    """How many queries `streamapp run` starts for the manifest."""
+    from streamapp_api import load
+    from streamapp_runtime import plan
+
+    return len(plan.query_plans(load(doc), "/checkpoint"))
+
+
 def identity(value: dict) -> tuple:
     """What an output record keeps of its input record (the app drops and renames the rest)."""
     seconds = value.get("seconds_spent")
@@ -122,7 +130,8 @@ def one_run(run: Run, rate: float, seconds: float, timeout: float) -> dict:
     proc = start(run)
     try:
         began = time.monotonic()
-        while proc.running and proc.log_path.read_text(errors="replace").count("started query") < 2:
+        queries = query_count(manifest(run))  # micro-batches: the feed; real-time: its dead-letter query too
+        while proc.running and proc.log_path.read_text(errors="replace").count("started query") < queries:
             if time.monotonic() - began > timeout:
                 break
             time.sleep(0.5)

@@ -93,6 +93,18 @@ def test_realtime_latency_pairs_each_output_with_its_input_in_order_and_counts_t
     assert latencies(inputs, [(1050, out("a"))]) == ([50], 2)
 
 
+def test_the_realtime_bench_waits_for_as_many_queries_as_each_mode_starts():
+    from pathlib import Path
+
+    from streamapp_bench.realtime import Run, manifest, query_count
+
+    def run(mode: str) -> Run:
+        return Run("127.0.0.1:1", "in", "out", Path("/unused"), mode, 4)
+
+    # micro-batches: the feed alone (its query counts the bad records); real-time: a dead-letter query too
+    assert (query_count(manifest(run("micro-batch"))), query_count(manifest(run("realtime")))) == (1, 2)
+
+
 def test_the_realtime_bench_reports_both_modes_against_the_bar():
     from streamapp_bench import report
     from streamapp_bench.rounds import spread
