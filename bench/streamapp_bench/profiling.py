@@ -1,5 +1,6 @@
-"""py-spy (from PyPI, installed into the cache on first use) over a running process: where its time
-goes, summarised as the functions holding most samples (inclusive) and the hottest leaves."""
+"""py-spy (from PyPI: pyproject's bench extras, which `make deps` installs into the venv) over a
+running process: where its time goes, summarised as the functions holding most samples (inclusive)
+and the hottest leaves."""
 
 from __future__ import annotations
 
@@ -8,17 +9,14 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from streamapp_testbed.paths import cache_dir
-
-PYSPY_VERSION = "0.4.3"
 
 
 def pyspy() -> Path:
-    target = cache_dir() / "tools" / f"py-spy-{PYSPY_VERSION}"
-    exe = target / "bin" / "py-spy"
+    """The venv's py-spy. Installed by `make deps`, never on first use: the bench's network guard
+    drops downloads while it runs (a first-use pip install failed the control-plane bench)."""
+    exe = Path(sys.executable).parent / "py-spy"
     if not exe.exists():
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--target", str(target),
-                        f"py-spy=={PYSPY_VERSION}"], check=True)
+        raise FileNotFoundError(f"{exe} is missing: `make deps` installs py-spy with the bench extras (pyproject.toml)")
     return exe
 
 
