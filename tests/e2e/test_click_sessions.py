@@ -39,7 +39,7 @@ def driver_uid(c) -> str:
     return running(c, "driver")[0]["metadata"]["uid"]
 
 
-def test_runs_on_driver_and_executor_pods_and_both_sinks_are_exact(operator):
+def test_runs_on_driver_and_executor_pods_and_both_sinks_are_exact(operator, prometheus):
     c = operator
     c.apply(cluster_apps.hostpath_volume(f"streamapp-e2e-{RUN}", c.volume_dir(RUN), CLASS), {
         "apiVersion": "v1", "kind": "Secret", "metadata": {"name": PG_SECRET, "namespace": NS},
@@ -55,6 +55,10 @@ def test_runs_on_driver_and_executor_pods_and_both_sinks_are_exact(operator):
     wait_for("2 executors", lambda: executors_follow(c, 2), timeout=600)
     assert {p["spec"]["containers"][0]["image"] for p in running(c, "executor")} == {f"streamapp/runtime:{VERSION}"}
     assert_outputs_exact(c, timeout=900)
+    # The malformed record: read back after the batch that counted it, written to the dead-letter
+    # topic and counted (the driver is replaced two tests on, so its count must be scraped by then).
+    wait_for("the malformed record dead-lettered and counted", lambda: prometheus.query(
+        f'streamapp_dead_letter_records_total{{namespace="{NS}", app="{APP}"}} >= 1'), timeout=120, every=5)
 
 
 AUTH_DIR = "/var/run/secrets/streamapp.io/spark-auth"

@@ -138,6 +138,12 @@ class Metrics:
                 totals["dead"] += rows
             self.sink_batches[query] = (batch_id, rows, skipped)
 
+    def dead_letter_sources(self, sources: list[str]) -> None:
+        """Their dead-letter counts read 0 until a bad record comes (a series from the start)."""
+        for source in sources:
+            self.dead.labels(self.app, source)
+            self.dead_letter_failures.labels(self.app, source)
+
     def dead_lettered(self, source: str, rows: int) -> None:
         """Bad records of ``source`` the dead-letter writer (run.dead_letters) wrote."""
         with self._lock:

@@ -118,6 +118,7 @@ def start(spark, app: StreamApp, settings: Settings, quiet: bool = False, wait_f
     plans = plan.query_plans(app, settings.checkpoint_root, settings.console, settings.available_now)
     metrics = Metrics(app.metadata.name, plan.topic_sources(app), {p.name: p.reads for p in plans if p.kind == "dlq"})
     metrics.shuffle_partitions.labels(app.metadata.name).set(partitions)
+    metrics.dead_letter_sources([p.reads for p in plans if p.kind == "dlq"] + [s for p in plans for s in p.counts_bad])
     metrics.count_executors(lambda: spark_compat.executor_count(spark))
     running = Running(app, metrics, stop_requested=stop_requested, committer=group_committer(app, options, metrics),
                       fence=owner)
