@@ -89,7 +89,6 @@ class Coverage:
     cursor: Offsets = field(default_factory=dict)  # below it, every bad record is written
     upto: Offsets = field(default_factory=dict)  # the end of what is to be read back
     dirty: bool = False  # some bad records (or an unread gap) lie between cursor and upto
-    bad: int = 0  # bad records the pipeline counted in that range
 
     def batch(self, begin: Offsets, end: Offsets, bad: int | None) -> None:
         for tp, offset in begin.items():  # nothing before the pipeline's first batch is ours to write
@@ -100,7 +99,6 @@ class Coverage:
             return
         self.dirty = True
         self.upto = _merge(self.upto, end)
-        self.bad += bad or 0
 
     def to_read(self) -> tuple[Offsets, Offsets]:
         """(from, to) per partition with something left to read back."""
@@ -109,7 +107,7 @@ class Coverage:
 
     def written(self) -> None:
         self.cursor = _merge(self.cursor, self.upto)
-        self.upto, self.dirty, self.bad = {}, False, 0
+        self.upto, self.dirty = {}, False
 
 
 def initial_offsets(files: dict[str, str]) -> Offsets:
