@@ -92,12 +92,12 @@ def _blockers(kube: Kube, namespace: str, app: StreamApp, driver: Driver, progre
               now: datetime) -> dict:
     """What may keep the app from running (Observed's claim, missing_secrets, executor_pods), asked
     only when it may: the Secrets before a driver is started, the claim while the scheduler cannot
-    place the driver, the executors while the driver is not Ready, has fewer executors than it was
+    place the driver for a reason that names volumes (diagnosis.claim_may_block), the executors while the driver is not Ready, has fewer executors than it was
     started with (some may wait for a node: the Scaling condition) or has finished no batch a minute on."""
     name, pod = app.metadata.name, driver.pod
     if pod.state == "absent" and diagnosis.referenced_secrets(app):
         return {"missing_secrets": blockers.missing_secrets(kube, namespace, app)}
-    if pod.state == "pending" and pod.unschedulable:
+    if pod.state == "pending" and diagnosis.claim_may_block(pod.unschedulable):
         return {"claim": blockers.claim(kube, namespace, name)}
     if pod.state == "running" and (not pod.ready or fewer_executors(driver, progress) or (
             progress.last_batch is None and pod.running_since is not None and now - pod.running_since > EXECUTORS_DUE)):

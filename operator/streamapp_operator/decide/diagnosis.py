@@ -87,6 +87,21 @@ def pending_driver(app: StreamApp, pod: PodObservation, claim: Claim | None, ima
     return None
 
 
+# The scheduler's words when a volume keeps a pod off every node (the VolumeBinding, VolumeZone,
+# VolumeRestrictions and volume-limit plugins: "unbound immediate PersistentVolumeClaims", "didn't
+# find available persistent volumes to bind", "volume node affinity conflict", "pvc(s) bound to
+# non-existent pv(s)", ...).
+_VOLUME_WORDS = re.compile(r"volume|persistentvolumeclaim|pvc", re.IGNORECASE)
+
+
+def claim_may_block(said: str | None) -> bool:
+    """Whether the scheduler's message of an unschedulable driver may be about its checkpoint claim,
+    so that the claim and its events are worth reading. A driver that does not fit ("Insufficient
+    cpu") leaves a WaitForFirstConsumer claim Pending too; its events would only mislead, and reading
+    them on every reconcile of every such app costs an Event list each (O(apps²) on a full cluster)."""
+    return bool(said) and _VOLUME_WORDS.search(said) is not None
+
+
 def _claim_stuck(claim: Claim) -> bool:
     """The claim's events say it cannot bind (not merely that it waits for its first consumer)."""
     return any(not e.startswith(("WaitForFirstConsumer", "WaitForPodScheduled")) for e in claim.events)

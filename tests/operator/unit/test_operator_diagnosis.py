@@ -9,8 +9,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from streamapp_operator.decide.diagnosis import (executors_not_running, failed_driver, pending_driver,
-                                                 referenced_secrets, secrets_missing)
+from streamapp_operator.decide.diagnosis import (claim_may_block, executors_not_running, failed_driver,
+                                                 pending_driver, referenced_secrets, secrets_missing)
 from streamapp_operator.decide.plan import plan
 from streamapp_operator.decide.restarts import PodObservation
 from streamapp_operator.decide.world import Claim, Driver, ExecutorPods, Memory, MissingSecret
@@ -78,6 +78,21 @@ def test_a_pending_driver_says_why(pod, found, reason, says):
     assert (why and why.reason) == reason
     for text in says:
         assert text in why.message, why.message
+
+
+@pytest.mark.parametrize("said, read", [
+    (UNBOUND, True),
+    ("0/2 nodes are available: 2 node(s) didn't find available persistent volumes to bind.", True),
+    ("0/3 nodes are available: 3 node(s) had volume node affinity conflict.", True),
+    ("0/1 nodes are available: 1 node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s).", True),
+    ("0/1 nodes are available: 1 node(s) exceed max volume count.", True),
+    # a driver that does not fit: its WaitForFirstConsumer claim waits for it, not the other way round
+    ("0/3 nodes are available: 3 Insufficient cpu.", False),
+    ("0/1 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}.", False),
+    (None, False),
+])
+def test_the_claim_is_read_only_when_the_scheduler_names_volumes(said, read):
+    assert claim_may_block(said) is read
 
 
 @pytest.mark.parametrize("pod, restarts, reason, says", [
