@@ -43,11 +43,13 @@ class Outcome:
 
 @dataclass
 class Caches:
-    """What reconciles share instead of asking again each time: partition counts per Kafka cluster and
-    the driver's progress as last read in the background. Without them, both are read now."""
+    """What reconciles share instead of asking again each time: partition counts per Kafka cluster,
+    the driver's progress as last read in the background and the claims' events. Without them, each
+    is read now."""
 
     partitions: kafka_observe.PartitionCache | None = None
     progress: metrics_observe.ProgressCache | None = None
+    claim_events: blockers.ClaimEvents | None = None
 
 
 def read(kube: Kube, namespace: str, name: str, known: dict | None = None,
@@ -84,12 +86,13 @@ def observe(kube: Kube, body: dict, pod: dict | None, children: dict,
         app=app, children=children,
         applied=kube_observe.applied(children.get(f"ConfigMap/{names.config_map(name)}")),
         driver=driver, kafka=kafka_observe.observe(app, secret, secret_missing=secret is None, cache=caches.partitions),
-        progress=progress, **_blockers(kube, namespace, app, driver, progress, datetime.now(timezone.utc)), **common,
+        progress=progress, **_blockers(kube, namespace, app, driver, progress, datetime.now(timezone.utc),
+                                        caches.claim_events), **common,
     ), probe
 
 
 def _blockers(kube: Kube, namespace: str, app: StreamApp, driver: Driver, progress: Progress,
-              now: datetime) -> dict:
+              now: datetime, claim_events: blockers.ClaimEvents | None = None) -> dict:
     """What may keep the app from running (Observed's claim, missing_secrets, executor_pods), asked
     only when it may: the Secrets before a driver is started, the claim while the scheduler cannot
     place the driver for a reason that names volumes (diagnosis.claim_may_block), the executors while the driver is not Ready, has fewer executors than it was
@@ -98,7 +101,7 @@ def _blockers(kube: Kube, namespace: str, app: StreamApp, driver: Driver, progre
     if pod.state == "absent" and diagnosis.referenced_secrets(app):
         return {"missing_secrets": blockers.missing_secrets(kube, namespace, app)}
     if pod.state == "pending" and diagnosis.claim_may_block(pod.unschedulable):
-        return {"claim": blockers.claim(kube, namespace, name)}
+        return {"claim": blockers.claim(kube, namespace, name, claim_events)}
     if pod.state == "running" and (not pod.ready or fewer_executors(driver, progress) or (
             progress.last_batch is None and pod.running_since is not None and now - pod.running_since > EXECUTORS_DUE)):
         return {"executor_pods": blockers.executor_pods(kube, namespace, name)}

@@ -37,6 +37,7 @@ from functools import partial
 
 from .decide.world import Driver, Kafka, Memory, Settings
 from .kubeapi import FAN_OUT, Kube, load_config
+from .observe.blockers import ClaimEvents
 from .observe.kafka import PartitionCache
 from .observe.kafka import Probe as PartitionProbe
 from .observe.kube import driver as observe_driver
@@ -84,7 +85,7 @@ class Reconciler:
     def _start(self) -> None:
         if self.kube is None:
             self.kube = Kube(load_config(pool_size=self.workers + FAN_OUT))
-            self.caches = Caches(PartitionCache(max_age=self.resync), ProgressCache())
+            self.caches = Caches(PartitionCache(max_age=self.resync), ProgressCache(), ClaimEvents())
             self.pool = ThreadPoolExecutor(self.workers, thread_name_prefix="reconcile")
 
     async def run(self, namespace: str, name: str, created: dict | None = None) -> None:
