@@ -18,7 +18,8 @@ from streamapp_testbed.kwok import EXIT_CODE_ANNOTATION, FAIL_LABEL
 from operator_bed import example, input_topics, network_settings, simple_app, unique, wait_for
 
 pytestmark = pytest.mark.integration
-CHILDREN = ("ServiceAccount", "Role", "RoleBinding", "Secret", "ConfigMap", "Service", "NetworkPolicy", "Pod")
+CHILDREN = ("ServiceAccount", "Role", "RoleBinding", "Secret", "ConfigMap", "Service", "NetworkPolicy",
+            "PodDisruptionBudget", "Pod")
 EXAMPLES = ("word-count", "click-sessions", "log-routing", "not-looking-at-facebook", "pos-invoices",
             "profile-enrichment", "search-clicks", "stock-stats")
 
@@ -49,6 +50,10 @@ def test_every_example_gets_its_children_owned_and_a_running_driver(cluster, kaf
             if kind in rendered:
                 assert converge(rendered[kind], child) is None, f"{name}: {kind} would be patched again"
         assert len(base64.b64decode(cluster.get("Secret", f"{name}-spark-auth")["data"]["secret"])) == 32
+        # Kubernetes' disruption controller counts the driver (no scale of the StreamApp asked): while
+        # it is Ready, no eviction is allowed
+        wait_for(f"{name}: budget counts the driver", lambda: (cluster.get("PodDisruptionBudget", f"{name}-driver")
+                                                                .get("status") or {}).get("expectedPods") == 1)
         claim = cluster.get("PersistentVolumeClaim", f"{name}-checkpoint")
         assert claim["status"]["phase"] == "Bound"
         assert not claim["metadata"].get("ownerReferences"), "retained by default: not garbage-collected"
@@ -180,3 +185,18 @@ def test_kubectl_scale_sets_the_executor_count(cluster, kafka):
     scale = wait_for("scale subresource", lambda: (
         (out := cluster.kubectl("get", "sapp/app", "-o", "jsonpath={.status.executors}").stdout) == "4" and out))
     assert scale == "4"
+
+
+def test_an_older_budget_with_max_unavailable_is_patched_to_min_available(cluster):
+    """Operators before 2026-11-25 rendered the driver's budget with maxUnavailable 0: the merge patch
+    that converges it names the field to remove (the API refuses a budget with both)."""
+    old = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+           "metadata": {"name": "upgraded-driver", "namespace": cluster.namespace},
+           "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"streamapp.io/app": "upgraded"}},
+                    "unhealthyPodEvictionPolicy": "AlwaysAllow"}}
+    cluster.apply(old)
+    rendered = {**old, "spec": {**{k: v for k, v in old["spec"].items() if k != "maxUnavailable"}, "minAvailable": 1}}
+    cluster.kube.patch(converge(rendered, cluster.get("PodDisruptionBudget", "upgraded-driver")))
+    spec = cluster.get("PodDisruptionBudget", "upgraded-driver")["spec"]
+    assert spec["minAvailable"] == 1 and "maxUnavailable" not in spec
+    assert converge(rendered, cluster.get("PodDisruptionBudget", "upgraded-driver")) is None

@@ -42,7 +42,11 @@ def converge(rendered: dict, observed: dict) -> dict | None:
     for path in MUTABLE.get(rendered["kind"], ()):
         if _get(rendered, path) != _get(observed, path):
             head, *rest = path.split(".")
-            value = _get(rendered, path)
+            value, before = _get(rendered, path), _get(observed, path)
+            if isinstance(value, dict) and isinstance(before, dict):
+                # a merge patch keeps what it does not name: a field the operator no longer renders is
+                # removed by name (a PodDisruptionBudget cannot hold maxUnavailable and minAvailable)
+                value = {**{k: None for k in before if k not in value}, **value}
             patch[head] = {rest[0]: value} if rest else value
     if not patch:
         return None

@@ -36,16 +36,22 @@ EXECUTOR_GRACE_SECONDS = 90
 
 
 def render_disruption_budget(app: StreamApp, uid: str) -> dict:
-    """No voluntary eviction of the driver while it is Ready (maxUnavailable 0). A driver that is not
-    Ready (starting, or its queries unhealthy) may be evicted (AlwaysAllow): it does no work a restart
-    would lose, and a drain must not wait on it forever."""
+    """No voluntary eviction of the driver while it is Ready (minAvailable 1 of its one pod). A driver
+    that is not Ready (starting, or its queries unhealthy) may be evicted (AlwaysAllow): it does no
+    work a restart would lose, and a drain must not wait on it forever.
+
+    minAvailable as a number, not maxUnavailable 0: for maxUnavailable (or a percentage) the
+    disruption controller reads the scale of the pods' controller, here the StreamApp, whose scale
+    subresource is its executor count and answers 500 when spec.executors is unset (auto scaling). It
+    retried that per app without end, used up kube-controller-manager's request budget and held up
+    the binding of volumes (the control-plane bench: half the claims of 500 apps Pending)."""
     name = app.metadata.name
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": metadata(app, uid, names.disruption_budget(name), "driver"),
         "spec": {
-            "maxUnavailable": 0,
+            "minAvailable": 1,
             "selector": {"matchLabels": {names.LABEL_APP: name, names.LABEL_COMPONENT: "driver"}},
             "unhealthyPodEvictionPolicy": "AlwaysAllow",
         },
