@@ -23,25 +23,29 @@ RETRY, RETRY_MAX = 0.5, 30.0  # seconds before a failed commit is tried again, d
 Offsets = dict[tuple[str, int], int]  # (topic, partition) -> the next offset to read
 
 
+def offsets_of(value) -> Offsets:
+    """The offsets of one of Spark's Kafka offset JSONs (``{"topic": {"0": 42}}``, as text or parsed):
+    progress's start and end offsets, the checkpoint's offset files. Anything else reads as none. Pure."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return {}
+    if not isinstance(value, dict):
+        return {}
+    try:
+        return {(topic, int(partition)): int(offset) for topic, partitions in value.items()
+                if isinstance(partitions, dict) for partition, offset in partitions.items()}
+    except (ValueError, TypeError):
+        return {}
+
+
 def batch_end_offsets(progress: dict) -> Offsets:
     """The offsets a batch read up to (exclusive), over its Kafka sources: what a consumer that had
     processed the batch would commit. Pure."""
     offsets: Offsets = {}
     for source in progress.get("sources") or []:
-        end = source.get("endOffset")
-        if isinstance(end, str):
-            try:
-                end = json.loads(end)
-            except ValueError:
-                continue
-        if not isinstance(end, dict):
-            continue
-        for topic, partitions in end.items():
-            if not isinstance(partitions, dict):
-                continue
-            for partition, offset in partitions.items():
-                if int(offset) >= 0:
-                    offsets[(topic, int(partition))] = int(offset)
+        offsets.update((tp, o) for tp, o in offsets_of(source.get("endOffset")).items() if o >= 0)
     return offsets
 
 

@@ -18,7 +18,6 @@ the pipeline: the next batch starts past it, and the read-back starts at the cur
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -28,20 +27,14 @@ from dataclasses import dataclass, field
 from streamapp_api import Source, contract
 
 from streamapp_runtime.compile.sources import BAD_COUNT_PREFIX
+from streamapp_runtime.run.consumer_groups import Offsets, offsets_of
 
 log = logging.getLogger("streamapp.runtime")
 
-Offsets = dict[tuple[str, int], int]  # (topic, partition) -> offset
 EARLIEST = -2  # in Spark's offset JSON: the partition's first offset
 
 
 # --- pure: what a batch tells, and what is left to read back -------------------------------------
-
-def _offsets(value) -> Offsets:
-    if isinstance(value, str):
-        value = json.loads(value)
-    return {(topic, int(p)): int(o) for topic, parts in (value or {}).items() for p, o in parts.items()}
-
 
 def _merge(a: Offsets, b: Offsets, pick=max) -> Offsets:
     return {**a, **b, **{tp: pick(a[tp], b[tp]) for tp in a.keys() & b.keys()}}
@@ -53,14 +46,14 @@ def batch_offsets(progress: dict, topics: set[str]) -> tuple[Offsets | None, Off
     start: Offsets | None = {}
     end: Offsets = {}
     for source in progress.get("sources") or []:
-        ended = {tp: o for tp, o in _offsets(source.get("endOffset")).items() if tp[0] in topics}
+        ended = {tp: o for tp, o in offsets_of(source.get("endOffset")).items() if tp[0] in topics}
         if not ended:
             continue
         end = _merge(end, ended)
         if source.get("startOffset") is None:
             start = None
         elif start is not None:
-            start = _merge(start, _offsets(source["startOffset"]), min)
+            start = _merge(start, offsets_of(source["startOffset"]), min)
     return start, end
 
 
@@ -115,11 +108,7 @@ def initial_offsets(files: dict[str, str]) -> Offsets:
     after a NUL Spark writes first), the lowest per partition. Pure."""
     found: Offsets = {}
     for text in files.values():
-        line = text[text.find("{"):] if "{" in text else ""
-        try:
-            found = _merge(found, _offsets(json.loads(line)), min)
-        except (ValueError, AttributeError):
-            continue
+        found = _merge(found, offsets_of(text[text.find("{"):] if "{" in text else ""), min)
     return found
 
 
@@ -132,10 +121,7 @@ def last_committed_offsets(commits: list[str], read_offsets: Callable[[str], str
         return {}
     found: Offsets = {}
     for line in (read_offsets(str(max(done))) or "").splitlines()[2:]:
-        try:
-            found = _merge(found, _offsets(json.loads(line)))
-        except (ValueError, AttributeError, TypeError):
-            continue
+        found = _merge(found, offsets_of(line))
     return found
 
 

@@ -15,10 +15,10 @@ log = logging.getLogger("streamapp.runtime")
 
 
 class ProgressListener(StreamingQueryListener):
-    def __init__(self, metrics: Metrics, queries: set[str], quiet: bool = False, committer=None, dead_letters=None):
+    def __init__(self, metrics: Metrics, queries: set[str], quiet: bool = False, committer=None, dead_letter_writer=None):
         self.metrics = metrics
         self.committer = committer  # consumer_groups.GroupCommitter: each batch's offsets to the query's group
-        self.dead_letters = dead_letters  # dead_letters.DeadLetterWriter: reads back batches that had bad records
+        self.dead_letter_writer = dead_letter_writer  # run.dead_letters.DeadLetterWriter: reads back batches that had bad records
         self.last_batch: dict[str, int] = {}  # query -> the id of the last batch seen
         self.queries = queries  # only this app's queries (a test session may run others)
         self.names: dict[str, str] = {}
@@ -40,8 +40,8 @@ class ProgressListener(StreamingQueryListener):
         self.metrics.observe(p)
         if self.committer is not None:
             self.committer.batch_done(p["name"], p)
-        if self.dead_letters is not None:
-            self.dead_letters.batch_done(p)
+        if self.dead_letter_writer is not None:
+            self.dead_letter_writer.batch_done(p)
         self.last_batch[p["name"]] = p.get("batchId", -1)
         if self.progress_file is not None:
             self.progress_file.write(json.dumps(p) + "\n")

@@ -43,7 +43,7 @@ class Running:
     committer: GroupCommitter | None = None  # each batch's offsets to the query's consumer group
     fence: object = None  # fence.Fence: this driver's ownership of the checkpoint
     rescaler: rescale.Rescaler | None = None  # a driver pod's: follows the executor count on its pod
-    dead_letters: dead_letters.DeadLetterWriter | None = None  # the sources whose sink queries count bad records
+    dead_letter_writer: dead_letters.DeadLetterWriter | None = None  # the sources whose sink queries count bad records
 
     def query_names(self) -> list[str]:
         return [q.name for q in self.queries]
@@ -122,10 +122,10 @@ def start(spark, app: StreamApp, settings: Settings, quiet: bool = False, wait_f
     metrics.count_executors(lambda: spark_compat.executor_count(spark))
     running = Running(app, metrics, stop_requested=stop_requested, committer=group_committer(app, options, metrics),
                       fence=owner)
-    running.dead_letters = dead_letters.for_app(spark, app, plans, settings.checkpoint_root, options, metrics,
-                                                 plan.DLQ_MIN_INTERVAL_S)
+    running.dead_letter_writer = dead_letters.for_app(spark, app, plans, settings.checkpoint_root, options,
+                                                      metrics, plan.DLQ_MIN_INTERVAL_S)
     running.listener = ProgressListener(metrics, {p.name for p in plans}, quiet=quiet, committer=running.committer,
-                                        dead_letters=running.dead_letters)
+                                        dead_letter_writer=running.dead_letter_writer)
     spark.streams.addListener(running.listener)
     ctx = QueryContext(spark, Compiler(spark, app, options), app, settings, options, metrics)
     running.restart = lambda qp: start_query(ctx, qp)
@@ -177,9 +177,9 @@ def stop_now(spark, running: Running) -> None:
         _wait_for_listener(running)
         spark.streams.removeListener(running.listener)
         running.listener = None
-    if running.dead_letters is not None:
-        running.dead_letters.close()  # the last batches' dead letters written first
-        running.dead_letters = None
+    if running.dead_letter_writer is not None:
+        running.dead_letter_writer.close()  # the last batches' dead letters written first
+        running.dead_letter_writer = None
     if running.committer is not None:
         running.committer.close()  # the last batches' offsets committed first
         running.committer = None
