@@ -25,8 +25,9 @@ MESSAGE_LIMIT = 4096  # characters of a failed driver's last words kept in statu
 SUSPENDED = Cond("Ready", False, "Suspended", "spec.suspend is true")
 # How often to look again while the app is not running for a reason the operator is not told of by a
 # driver pod event (a claim that binds, a Secret created, executors scheduled): within 30 s of a cause
-# appearing or going, whatever the resync period.
+# appearing or going, whatever the resync period (see _look_again).
 NOT_RUNNING_LOOK = timedelta(seconds=10)
+NOT_RUNNING_LOOK_LONGEST = timedelta(seconds=30)
 
 
 @dataclass(frozen=True)
@@ -160,12 +161,24 @@ def _keep_running(inputs: DriverInputs) -> DriverOutcome:
                         events=_told(inputs, why or executors),
                         # a pod still being created tells its news by watch events; a cause found, or a
                         # driver not Ready, is looked at again soon (its claim, executors, Secrets)
-                        requeue=NOT_RUNNING_LOOK if why or executors or waiting_for_room or (running and not healthy)
+                        requeue=_look_again(inputs) if why or executors or waiting_for_room or (running and not healthy)
                         else None)
 
 
 def _image(inputs: DriverInputs) -> str:
     return inputs.app.spec.image or inputs.settings.default_image
+
+
+def _look_again(inputs: DriverInputs) -> timedelta:
+    """How soon to look again at an app that is not Ready: every NOT_RUNNING_LOOK while that is news,
+    then every third of how long it has lasted, at most NOT_RUNNING_LOOK_LONGEST. A cause still shows
+    (or goes) within 30 s, and hundreds of apps waiting for their volumes to bind (the control-plane
+    bench: kube-controller-manager binds five a second) are not each read every 10 s."""
+    ready = next((c for c in inputs.obs.status.get("conditions") or [] if c.get("type") == "Ready"), None)
+    since = parse_time(ready.get("lastTransitionTime")) if ready and ready.get("status") == "False" else None
+    if since is None:
+        return NOT_RUNNING_LOOK
+    return min(NOT_RUNNING_LOOK_LONGEST, max(NOT_RUNNING_LOOK, (inputs.now - since) / 3))
 
 
 def _told(inputs: DriverInputs, why: Diagnosis | None) -> tuple[Event, ...]:
@@ -257,7 +270,7 @@ def _create(inputs: DriverInputs, decision: RestartDecision) -> DriverOutcome:
     missing = secrets_missing(obs.namespace, obs.missing_secrets)
     if missing is not None:  # a driver without them could not even start its container
         return _as_recorded(inputs, "Pending", Cond("Ready", False, missing.reason, missing.message),
-                            requeue=NOT_RUNNING_LOOK, events=_told(inputs, missing))
+                            requeue=_look_again(inputs), events=_told(inputs, missing))
     driver_pod = names.driver_pod(obs.name)
     return _as_recorded(
         inputs, "Starting", Cond("Ready", False, "DriverCreated", "driver pod created"),

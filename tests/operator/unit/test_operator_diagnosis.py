@@ -5,7 +5,7 @@ reaches status and events (through plan)."""
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -179,6 +179,16 @@ def test_a_pending_driver_reason_reaches_condition_message_reason_and_one_event(
     assert first.requeue is not None and first.requeue.total_seconds() <= 10
     backoff = replace(obs, status=first.status, driver=Driver(replace(pulling, waiting="ImagePullBackOff"), 2))
     assert not plan(backoff, SETTINGS, Memory(), T0).events  # same reason: no second event
+
+
+@pytest.mark.parametrize("not_ready_for, look", [(0, 10), (20, 10), (60, 20), (75, 25), (600, 30)])
+def test_an_app_long_not_ready_is_looked_at_less_often_but_within_30_s(not_ready_for, look):
+    pulling = PodObservation("pending", waiting="ErrImagePull", message="not found")
+    obs = replace(world(pod="pending"), driver=Driver(pulling, 2))
+    first = plan(obs, SETTINGS, Memory(), T0)
+    later = T0 + timedelta(seconds=not_ready_for)
+    again = plan(replace(obs, status=first.status), SETTINGS, Memory(), later)
+    assert again.requeue == timedelta(seconds=look)
 
 
 def test_running_driver_with_executors_not_running_is_degraded():
