@@ -107,7 +107,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--max-offsets", type=int, default=0, help="Spark maxOffsetsPerTrigger (default N/30)")
     p.add_argument("--engines", type=lambda text: tuple(e for e in text.split(",") if e), default=(),
                    help="data plane: measure only the sustained rate of these, comma-separated (runtime, runtime-nodlq, "
-                        "handwritten, kstreams, raw); no latency or DB-write runs")
+                        "handwritten, handwritten-plain, kstreams, raw); no latency or DB-write runs")
     p.add_argument("--live-seconds", type=float, default=30, help="length of each fixed-rate latency run")
     p.add_argument("--min-seconds", type=float, default=30,
                    help="data plane: an engine whose first run at N wrote output for less than this runs every round "

@@ -10,14 +10,17 @@ from pathlib import Path
 from .rounds import per_round_ratio, quantile_levels, spread
 
 # the order of the engines in a round, in the table and in the plots: (a), (a′), (b), (c), (d)
-ORDER = ("runtime", "runtime-nodlq", "handwritten", "kstreams", "raw")
+ORDER = ("runtime", "runtime-nodlq", "handwritten", "handwritten-plain", "kstreams", "raw")
 # ratio name in the results → (engine over engine), each taken within one round
-PAIRS = {"a_over_b": ("runtime", "handwritten"), "a_over_c": ("runtime", "kstreams"), "a_over_d": ("runtime", "raw"),
+PAIRS = {"a_over_b": ("runtime", "handwritten"), "a_over_b_plain": ("runtime", "handwritten-plain"),
+         "a_over_c": ("runtime", "kstreams"), "a_over_d": ("runtime", "raw"),
          "a_over_a_nodlq": ("runtime", "runtime-nodlq"),
          "a_nodlq_over_b": ("runtime-nodlq", "handwritten"), "a_nodlq_over_c": ("runtime-nodlq", "kstreams")}
 # what the table's "(a) ÷ this" column of each engine is
-A_OVER = {"runtime-nodlq": "a_over_a_nodlq", "handwritten": "a_over_b", "kstreams": "a_over_c", "raw": "a_over_d"}
-COLOURS = {"runtime": "tab:blue", "runtime-nodlq": "tab:cyan", "handwritten": "tab:orange", "kstreams": "tab:green",
+A_OVER = {"runtime-nodlq": "a_over_a_nodlq", "handwritten": "a_over_b", "handwritten-plain": "a_over_b_plain",
+          "kstreams": "a_over_c", "raw": "a_over_d"}
+COLOURS = {"runtime": "tab:blue", "runtime-nodlq": "tab:cyan", "handwritten": "tab:orange",
+           "handwritten-plain": "tab:brown", "kstreams": "tab:green",
            "raw": "tab:grey", "micro-batch": "tab:blue", "realtime": "tab:red"}
 PNG_THROUGHPUT, PNG_LATENCY = "dataplane-throughput.png", "dataplane-latency.png"
 

@@ -90,9 +90,10 @@ def runtime_query(run: Run) -> str:
     return load(manifest(run, "bench")).spec.sinks[0].query_name
 
 
-def handwritten(run: Run) -> ManagedProcess:
+def handwritten(run: Run, spark_defaults: bool = False) -> ManagedProcess:
     argv = [sys.executable, "-m", "streamapp_bench.handwritten", run.bootstrap, run.source, run.target,
-            str(run.workdir / "checkpoint"), run.mode, str(run.max_offsets), str(run.partitions)]
+            str(run.workdir / "checkpoint"), run.mode, str(run.max_offsets),
+            "defaults" if spark_defaults else str(run.partitions)]
     return ManagedProcess("handwritten", argv, run.workdir / "handwritten.log", env=ENV).start()
 
 
@@ -119,6 +120,8 @@ def raw_progress(log: Path) -> list[tuple[int, int]]:
 
 
 ENGINES = {"runtime": runtime, "handwritten": handwritten, "kstreams": kafka_streams,
+           # (b) on Spark's own settings: the plain job the compiler's choices are measured against
+           "handwritten-plain": lambda run: handwritten(run, spark_defaults=True),
            # (a) with spec.deadLetter.enabled: false, to tell what the dead-letter query costs
            "runtime-nodlq": lambda run: runtime(run, dead_letters=False),
            # (a) with the Kafka sink's delivery exactly-once (the delivery bench)

@@ -2,7 +2,10 @@
 overhead the StreamApp runtime is compared with. Same Spark settings as the runtime's defaults
 (local[2], RocksDB state store, shuffle partitions = input partitions, UI off).
 
-python -m streamapp_bench.handwritten BOOTSTRAP INPUT OUTPUT CHECKPOINT MODE MAX_OFFSETS PARTITIONS
+(b₀) With PARTITIONS `defaults`, the same job as a user would first write it: Spark's own settings
+(200 shuffle partitions, the HDFS-backed state store), which the runtime's compiler chooses over.
+
+python -m streamapp_bench.handwritten BOOTSTRAP INPUT OUTPUT CHECKPOINT MODE MAX_OFFSETS PARTITIONS|defaults
 """
 
 from __future__ import annotations
@@ -19,15 +22,16 @@ def main(argv: list[str]) -> int:
     from streamapp_testbed.paths import installed
 
     bind_to_loopback()  # the same local network settings as the runtime's own local sessions
-    spark = (SparkSession.builder.master("local[2]").appName("bench-handwritten")
-             .config("spark.jars", installed().spark_jars_conf())
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.session.timeZone", "UTC")
-             .config("spark.sql.shuffle.partitions", partitions)
-             .config("spark.sql.streaming.stateStore.providerClass",
-                     "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
-             .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
-             .getOrCreate())
+    builder = (SparkSession.builder.master("local[2]").appName("bench-handwritten")
+               .config("spark.jars", installed().spark_jars_conf())
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.session.timeZone", "UTC"))
+    if partitions != "defaults":
+        builder = (builder.config("spark.sql.shuffle.partitions", partitions)
+                   .config("spark.sql.streaming.stateStore.providerClass",
+                           "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
+                   .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true"))
+    spark = builder.getOrCreate()
     reader = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
               .option("subscribe", source).option("startingOffsets", "earliest"))
     if int(max_offsets) > 0:

@@ -10,7 +10,7 @@ from . import dataplane_figures
 
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 LABELS = {"runtime": "(a) StreamApp runtime", "handwritten": "(b) hand-written PySpark",
-          "kstreams": "(c) Kafka Streams", "raw": "(d) raw consumer",
+          "handwritten-plain": "(b₀) hand-written PySpark, Spark's defaults", "kstreams": "(c) Kafka Streams", "raw": "(d) raw consumer",
           "runtime-nodlq": "(a′) runtime, dead letters off",
           "runtime-eos": "(a) runtime, Kafka sink exactly-once"}
 
