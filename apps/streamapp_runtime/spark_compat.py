@@ -171,6 +171,34 @@ def decommission_executors(spark, executors: list[str], why: str) -> list[str]:
 # Through the session's Hadoop configuration, so they are read and written exactly as Spark reaches the
 # rest of the checkpoint (same fs.s3a.* settings, same credentials).
 
+# Spark's own setting for the class that writes checkpoint files (offsets, commits, state store
+# files): an internal SQL setting, so it is set per session, not in spark.properties.
+CHECKPOINT_FILE_MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
+# The one that writes through Hadoop's FileSystem API; its package moved in Spark 4.1 (the upgrade
+# test runs the runtime on the previous Spark too).
+_FILE_SYSTEM_MANAGERS = (
+    "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
+    "org.apache.spark.sql.execution.streaming.FileSystemBasedCheckpointFileManager",
+)
+
+
+def file_system_checkpoint_manager(spark) -> str:
+    """The class name of Spark's FileSystem-based checkpoint file manager on the running Spark.
+
+    Spark's default for a local path writes through Hadoop's FileContext, whose rename reads both
+    paths as links and whose create sets the file's mode: without Hadoop's native library (no Maven
+    artefact carries it) each of those forks ``readlink`` or ``chmod`` from the JVM, ~5 processes and
+    ~45 ms per checkpoint file, several files on every batch's path (docs/runtime.md, "Speed")."""
+    jvm = spark.sparkContext._jvm
+    for name in _FILE_SYSTEM_MANAGERS:
+        try:
+            jvm.java.lang.Class.forName(name)
+            return name
+        except Exception:  # noqa: BLE001 - py4j's error for a class this Spark does not have
+            continue
+    raise RuntimeError(f"none of {', '.join(_FILE_SYSTEM_MANAGERS)} on this Spark")
+
+
 def _fs_path(spark, location: str):
     jvm = spark.sparkContext._jvm
     path = jvm.org.apache.hadoop.fs.Path(location)

@@ -96,3 +96,55 @@ def test_the_driver_log_level_of_a_jvm_logger_can_be_set(spark):
     jvm = spark.sparkContext._jvm
     level = jvm.org.apache.logging.log4j.LogManager.getLogger("org.apache.kafka.clients.NetworkClient").getLevel()
     assert level.toString() == "ERROR"
+
+
+def _checkpoint_manager(spark, location: str, name: str) -> str:
+    """The class Spark's CheckpointFileManager.create gives for ``location`` under the session's settings."""
+    jvm = spark.sparkContext._jvm
+    factory = jvm
+    for part in (name.rsplit(".", 1)[0] + ".CheckpointFileManager").split("."):
+        factory = getattr(factory, part)
+    hadoop_conf = spark._jsparkSession.sessionState().newHadoopConf()
+    return factory.create(jvm.org.apache.hadoop.fs.Path(location), hadoop_conf).getClass().getName()
+
+
+def _count_per_key(spark, source, checkpoint) -> dict[str, int]:
+    """A stateful count per key over a file source (availableNow, complete mode): what foreachBatch saw last."""
+    seen: dict[str, int] = {}
+    df = spark.readStream.schema("k STRING").json(str(source)).groupBy("k").count()
+    query = (df.writeStream.outputMode("complete").option("checkpointLocation", str(checkpoint))
+             .foreachBatch(lambda batch, _id: seen.update({r["k"]: r["count"] for r in batch.collect()}))
+             .trigger(availableNow=True).start())
+    query.awaitTermination(120)
+    assert query.exception() is None
+    return seen
+
+
+def test_a_volume_checkpoint_is_written_through_hadoops_file_system_api_and_restores_state(spark, tmp_path):
+    """runner.apply_app_sql_conf: on a volume, Spark writes checkpoint files (offsets, commits, the
+    state store's) through the FileSystem-based manager found by name on this Spark, with Hadoop's
+    checksum files kept, and a restarted query continues from its state; on an object store Spark's
+    default (FileContext) stays."""
+    from streamapp_api import load
+    from streamapp_runtime.run.runner import apply_app_sql_conf
+
+    app = load({"apiVersion": "streamapp.io/v1alpha1", "kind": "StreamApp", "metadata": {"name": "fs-manager"},
+                "spec": {"kafka": {"bootstrapServers": "127.0.0.1:9"},
+                         "sources": [{"name": "in", "topic": "in", "format": "string"}],
+                         "sinks": [{"from": "in", "kafka": {"topic": "out"}}]}})
+    name = spark_compat.file_system_checkpoint_manager(spark)
+    try:
+        apply_app_sql_conf(spark, app, "s3a://bucket/apps/fs-manager")
+        assert _checkpoint_manager(spark, "s3a://bucket/x", name).endswith(".FileContextBasedCheckpointFileManager")
+        apply_app_sql_conf(spark, app, str(tmp_path / "ck"))
+        assert _checkpoint_manager(spark, str(tmp_path / "ck"), name) == name
+        source, checkpoint = tmp_path / "in", tmp_path / "ck"
+        _files(source, [{"k": "a"}, {"k": "b"}, {"k": "a"}])
+        assert _count_per_key(spark, source, checkpoint) == {"a": 2, "b": 1}
+        _files(source, [{"k": "a"}])
+        assert _count_per_key(spark, source, checkpoint) == {"a": 3, "b": 1}, "restarted: the state restored"
+        state_files = [p.name for p in (checkpoint / "state").rglob("*") if p.is_file()]
+        assert any(f.endswith(".crc") for f in state_files), state_files
+        assert (checkpoint / "commits" / ".1.crc").exists(), "Hadoop's checksum files are kept"
+    finally:
+        spark.conf.unset(spark_compat.CHECKPOINT_FILE_MANAGER)

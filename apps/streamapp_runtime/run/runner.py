@@ -53,7 +53,7 @@ def prepare_session(spark, app: StreamApp, settings: Settings, options: dict[str
                     stop: threading.Event | None = None) -> int:
     """Per-app SQL settings and the checkpoint's shuffle partitions, which the runtime alone decides
     and records."""
-    apply_app_sql_conf(spark, app)
+    apply_app_sql_conf(spark, app, settings.checkpoint_root)
     counts = partition_counts(options, plan.input_topics(app), wait=wait, stop=stop)
     check_task_slots(spark, app, counts)
     recorded = read_recorded(settings.checkpoint_root)
@@ -69,10 +69,16 @@ def prepare_session(spark, app: StreamApp, settings: Settings, options: dict[str
     return partitions
 
 
-def apply_app_sql_conf(spark, app: StreamApp) -> None:
-    """The SQL settings the app runs with (the session may have run another app before: a test's, a laptop's)."""
+def apply_app_sql_conf(spark, app: StreamApp, checkpoint_root: str) -> None:
+    """The SQL settings the app runs with (the session may have run another app before: a test's, a laptop's).
+    A checkpoint on a volume is written through Hadoop's FileSystem API, which forks no process per
+    file (spark_compat.file_system_checkpoint_manager); an object store's keeps Spark's default."""
     for key, value in contract.app_sql_conf(app.spec.state.store).items():
         spark.conf.set(key, value)
+    if contract.is_local(checkpoint_root):
+        spark.conf.set(spark_compat.CHECKPOINT_FILE_MANAGER, spark_compat.file_system_checkpoint_manager(spark))
+    else:
+        spark.conf.unset(spark_compat.CHECKPOINT_FILE_MANAGER)
 
 
 def start_query(ctx: QueryContext, qp: plan.QueryPlan):
@@ -93,7 +99,7 @@ def dry_run(spark, app: StreamApp, settings: Settings) -> list[str]:
     """Compile every query's DataFrame as `start` would, without starting one, connecting to Kafka or
     touching a sink: Spark analyses each expression as it is built, so a bad one is reported with its
     step path (StepError, ValueError). One line per query: what it would write."""
-    apply_app_sql_conf(spark, app)
+    apply_app_sql_conf(spark, app, settings.checkpoint_root)
     options = plan.kafka_options(app, settings.kafka_override, settings.kafka_env_options)
     ctx = QueryContext(spark, Compiler(spark, app, options), app, settings, options, Metrics(app.metadata.name, {}, {}))
     lines = []
