@@ -205,7 +205,7 @@ class ThroughputRounds:
 
 def run(bed, workdir: Path, n: int, partitions: int, live_seconds: float, max_offsets: int, users: int,
         timeout: float, rounds_of_each: int = 3, engines_to_run=("runtime", "handwritten", "kstreams"),
-        min_seconds: float = 60, variants=("runtime-nodlq",), only: tuple[str, ...] = (),
+        min_seconds: float = 60, variants=("runtime-nodlq", "handwritten-plain"), only: tuple[str, ...] = (),
         results: Path | None = None) -> dict:
     """Every engine `rounds_of_each` times, interleaved (a, a′, b, c, d, d, c, b, a′, a, …) on the same backlog,
     then the latency runs interleaved the same way, then the DB writes. ``only``: measure just these

@@ -32,7 +32,7 @@ def _run(kafka, tmp_path, source: str, target: str, **kw):
     return engines.Run(kafka.bootstrap, source, target, tmp_path, kw.pop("mode", "updates"), kw.pop("max_offsets", 1000), 2, **kw)
 
 
-@pytest.mark.parametrize("engine", ["runtime", "runtime-eos", "handwritten", "kstreams"])
+@pytest.mark.parametrize("engine", ["runtime", "runtime-eos", "handwritten", "handwritten-plain", "kstreams"])
 def test_throughput_harness_accounts_for_every_event(engine, kafka, backlog, tmp_path):
     from streamapp_bench import dataplane
 
