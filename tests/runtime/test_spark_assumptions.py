@@ -148,3 +148,26 @@ def test_a_volume_checkpoint_is_written_through_hadoops_file_system_api_and_rest
         assert (checkpoint / "commits" / ".1.crc").exists(), "Hadoop's checksum files are kept"
     finally:
         spark.conf.unset(spark_compat.CHECKPOINT_FILE_MANAGER)
+
+
+def test_a_json_source_is_parsed_once_per_record_whatever_filters_follow(spark):
+    """compile/sources._parse_json: a projection Spark sees as nondeterministic keeps later filters above
+    it, so from_json runs once per record (without it Spark substitutes the call into each filter)."""
+    from streamapp_api import load
+    from streamapp_runtime.compile.sources import ERROR, parse
+
+    source = load({"apiVersion": "streamapp.io/v1alpha1", "kind": "StreamApp", "metadata": {"name": "parse-once"},
+                   "spec": {"kafka": {"bootstrapServers": "127.0.0.1:9"},
+                            "sources": [{"name": "clicks", "topic": "clicks", "format": "json", "eventTime": "ts",
+                                         "schema": {"user": "string", "event": "string", "ts": "timestamp"}}],
+                            "sinks": [{"from": "clicks", "kafka": {"topic": "out"}}]}}).spec.sources[0]
+    raw = spark.createDataFrame(
+        [(None, b'{"user": "u1", "event": "click", "ts": "2026-01-01T00:00:00Z"}', "clicks", 0, 0, datetime(2026, 1, 1)),
+         (None, b'{"user": "u2", "event": "view", "ts": "2026-01-01T00:00:01Z"}', "clicks", 0, 1, datetime(2026, 1, 1)),
+         (None, b"{not json", "clicks", 0, 2, datetime(2026, 1, 1))],
+        "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP")
+    good = parse(raw, source).where(F.col(ERROR).isNull()).where(F.col("event") == "click").where(F.col("user") != "")
+    plan = good._jdf.queryExecution().optimizedPlan().toString()
+    assert plan.count("from_json") == 1, plan
+    assert [r["user"] for r in good.collect()] == ["u1"]
+    assert [r[ERROR] for r in parse(raw, source).where(F.col(ERROR).isNotNull()).collect()] == ["malformed"]

@@ -89,10 +89,13 @@ def _parse_json(raw: DataFrame, item: Source | Table, keep: list[Column]) -> Dat
     text = F.col("value").cast("string")
     schema = item.schema_ or {}
     value = F.from_json(text, schema_ddl(schema, corrupt=True), {"columnNameOfCorruptRecord": CORRUPT})
-    # explode of a one-element array is a Generate node, which filters cannot be pushed below. Without
-    # it Spark moves every later filter on the parsed value under this projection, substituting the
-    # from_json call for each reference, and parses each record three or four times.
-    parsed = raw.select(*keep, F.explode(F.array(value)).alias(PARSED))
+    # A projection Spark sees as nondeterministic (spark_partition_id() is; the condition is always
+    # true) is one filters are not pushed below. Without it Spark moves every later filter on the
+    # parsed value under this projection, substituting the from_json call for each reference, and
+    # parses each record three to five times. An explode of a one-element array did the same as a
+    # Generate node, outside whole-stage code generation: 11 % of the data-plane bench's task time
+    # (JFR), 1.23x slower than this (docs/runtime.md, "Speed").
+    parsed = raw.select(*keep, F.when(F.spark_partition_id() >= 0, value).alias(PARSED))
     columns = [F.col(f"{PARSED}.`{name}`").alias(name) for name in schema]
     event_time = getattr(item, "event_time", None)
     checks = [
