@@ -31,13 +31,13 @@ BENCH_DIR = REPO_DIR / "bench"
 # name -> (test bed parts, how to run it with the parsed arguments)
 BENCHES = {
     "dataplane": (("kafka", "postgres"), lambda tb, wd, a: dataplane.run(
-        tb, wd, n=a.n, partitions=a.partitions, live_seconds=a.live_seconds, max_offsets=a.max_offsets or max(a.n // 30, 1000),
+        tb, wd, n=a.n, partitions=a.partitions, live_seconds=a.live_seconds, max_offsets=a.max_offsets or max(a.n // 50, 1000),
         users=a.users, timeout=a.timeout, rounds_of_each=a.rounds, min_seconds=a.min_seconds, only=a.engines,
-        results=a.results)),
+        warm_seconds=a.warm_seconds, results=a.results)),
     # delivery exactly-once against at-least-once on the Kafka sink (issue 19)
     "delivery": (("kafka",), lambda tb, wd, a: delivery.run(
         tb, wd, n=a.delivery_n, partitions=a.partitions, max_offsets=max(a.delivery_n // 30, 1000), users=a.users,
-        repeats=a.rounds, live_seconds=a.live_seconds, timeout=a.timeout)),
+        repeats=a.rounds, live_seconds=a.live_seconds, warm_seconds=a.warm_seconds, timeout=a.timeout)),
     # issue 17: a stateless Kafka → Kafka app at a fixed rate, micro-batches against trigger: realtime
     "realtime": (("kafka",), lambda tb, wd, a: realtime.run(
         tb, wd, rate=a.realtime_rate, seconds=a.realtime_seconds, rounds=a.rounds, partitions=a.partitions,
@@ -62,7 +62,7 @@ BENCHES = {
 DEFAULT_BENCHES = ("dataplane", "realtime", "controlplane", "recovery")
 # --quick: a developer's run of the same code in minutes (small inputs, 2 rounds, short phases), its
 # results and figures kept apart from the project's (bench/results-quick/, with a README of its own).
-QUICK = {"n": 500_000, "rounds": 2, "realtime_seconds": 10, "statefns_n": 50_000, "min_seconds": 5, "live_seconds": 10, "delivery_n": 200_000, "apps": 200,
+QUICK = {"n": 500_000, "rounds": 2, "realtime_seconds": 10, "statefns_n": 50_000, "min_seconds": 5, "live_seconds": 10, "warm_seconds": 5, "delivery_n": 200_000, "apps": 200,
          "fail": 20, "settle": 10, "profile_seconds": 0, "kills": 1, "autoscale_phases": (20, 60, 30),
          "results": BENCH_DIR / "results-quick"}
 
@@ -100,15 +100,19 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                         f"{QUICK['results'].relative_to(REPO_DIR)}/ with a README of their own")
     p.add_argument("--rounds", "--repeats", type=int, default=3,
                    help="dataplane and delivery: runs of each engine, interleaved (a, b, c, a, b, c, …)")
-    p.add_argument("--n", type=int, default=3_000_000, help="events in the data-plane backlog")
+    # 5,000,000: what the Spark engines need to write output for --min-seconds (on 3,000,000 each one's
+    # first run was only a sizing run, made again on 5,000,000: ~2 min of the bench)
+    p.add_argument("--n", type=int, default=5_000_000, help="events in the data-plane backlog")
     p.add_argument("--partitions", type=int, default=4)
     p.add_argument("--delivery-n", type=int, default=1_000_000, help="events in the delivery bench's backlog")
     p.add_argument("--users", type=int, default=5000, help="concurrent users of the generator")
-    p.add_argument("--max-offsets", type=int, default=0, help="Spark maxOffsetsPerTrigger (default N/30)")
+    p.add_argument("--max-offsets", type=int, default=0, help="Spark maxOffsetsPerTrigger (default N/50: 100,000, the batch of every data-plane figure so far)")
     p.add_argument("--engines", type=lambda text: tuple(e for e in text.split(",") if e), default=(),
                    help="data plane: measure only the sustained rate of these, comma-separated (runtime, runtime-nodlq, "
                         "handwritten, handwritten-plain, kstreams, raw); no latency or DB-write runs")
-    p.add_argument("--live-seconds", type=float, default=30, help="length of each fixed-rate latency run")
+    p.add_argument("--live-seconds", type=float, default=20, help="measured seconds of each fixed-rate latency run")
+    p.add_argument("--warm-seconds", type=float, default=dataplane.WARM_SECONDS,
+                   help="data plane, delivery: seconds at the fixed rate before the measured ones (not measured)")
     p.add_argument("--min-seconds", type=float, default=30,
                    help="data plane: an engine whose first run at N wrote output for less than this runs every round "
                         "on a larger backlog; the raw consumer reads the topic again until this long")

@@ -10,6 +10,7 @@ clock at a fixed rate. Deterministic for a seed.
 from __future__ import annotations
 
 import heapq
+import itertools
 import random
 import time
 from collections.abc import Iterator
@@ -112,6 +113,14 @@ def paced(rate: float, seconds: float, seed: int = 1, users: int = 5000, prefix:
             _, user, kind, spent = population.next()
             yield record(user, kind, spent, int(time.time() * 1000), prefix)
         sent = due
+
+
+def warm_then_measured(rate: float, seconds: float, warm_seconds: float) -> Iterator[tuple[str, str]]:
+    """`warm_seconds` of warm-up events (another population: their uuids start with "warmup-"), then
+    `seconds` of measured ones, at `rate` without a break: right after a start, an engine's latency falls
+    for many seconds while the JIT and the consumers' fetch sizes settle, and a latency run measures
+    the steady state."""
+    return itertools.chain(paced(rate, warm_seconds, seed=5, prefix="warmup-"), paced(rate, seconds, seed=3))
 
 
 def counted(value: str) -> bool:

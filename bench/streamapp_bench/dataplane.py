@@ -16,6 +16,13 @@ from . import clicks, dataplane_figures, engines, measure, rounds, topics
 
 log = logging.getLogger("bench.data")
 WARMUP_EVENTS = 300
+# Seconds at a latency run's fixed rate before the measured ones. At 67,000 events/s the runtime's first
+# batches took 2.6, 2.1, 1.4 s, ~0.8 s from ~8 s on and ~0.4 s only after ~25 s (the JIT); a user's
+# app has run for hours, so the bench measures a warm engine.
+WARM_SECONDS = 20
+# The DB-write ratio is a count, not a rate: a million events of the backlog's kind give it (0.0636 on
+# 3,000,000) in a third of the time; (b0)'s smaller backlog when it has one.
+DB_N = 1_000_000
 
 
 def _stop(proc) -> None:
@@ -38,25 +45,35 @@ def produce_backlog(bootstrap: str, name: str, n: int, users: int, partitions: i
     return topic, produced, counted
 
 
-def throughput(bed, run: engines.Run, engine: str, counted: int, total: int, timeout: float) -> dict:
+def throughput(bed, run: engines.Run, engine: str, counted: int, total: int, timeout: float,
+               probe_seconds: float = 0) -> dict:
+    """The engine through the whole backlog. With `probe_seconds` (an engine's first run), stopped early
+    when it is too slow for the backlog (`measure.too_long`): its rate is then that of what it did."""
     run.workdir.mkdir(parents=True, exist_ok=True)
     topics.create(run.bootstrap, run.target, run.partitions)
     reader = topics.OutputReader(run.bootstrap, run.target).start()
     began = time.monotonic()
     proc = engines.ENGINES[engine](run)
+
+    def too_long() -> bool:
+        return bool(probe_seconds) and measure.too_long(*reader.output_ms(), reader.progress, counted, probe_seconds)
+
     try:
-        finished = reader.wait_for(counted, timeout, alive=lambda: proc.running)
+        finished = reader.wait_for(counted, timeout, alive=lambda: proc.running, enough=too_long)
+        stopped_early = not finished and proc.running and too_long()
         wall = time.monotonic() - began
     finally:
         _stop(proc)
         reader.stop()
-    rate = measure.sustained_rate(measure.curve_from_rows(reader.rows), counted)
+    curve = measure.curve_from_rows(reader.rows)
+    rate = measure.sustained_rate(curve, curve[-1][1] if stopped_early else counted)
     events_per_s = rate["per_second"] * total / counted if rate["per_second"] else None
-    out = {"engine": engine, "finished": finished, "events_per_s": events_per_s, "output_rows": len(reader.rows),
+    out = {"engine": engine, "finished": finished, **({"stopped_early": True} if stopped_early else {}),
+           "events_per_s": events_per_s, "output_rows": len(reader.rows),
            "events_accounted": reader.progress, "counted_events": counted, "wall_seconds": round(wall, 1),
            "measured_seconds": rate["seconds"],
            "output_seconds": (rate["last_ms"] - rate["first_ms"]) / 1000 if rate.get("first_ms") else None}
-    if not finished:
+    if not finished and not stopped_early:
         out["log_tail"] = proc.log_tail(15)
     progress = run.workdir / engines.PROGRESS
     if progress.exists():
@@ -94,34 +111,58 @@ def raw_throughput(run: engines.Run, total: int, min_seconds: float, timeout: fl
     return out
 
 
-def latency(run: engines.Run, engine: str, rate: float, seconds: float, timeout: float) -> dict:
+def latency(run: engines.Run, engine: str, rate: float, seconds: float, timeout: float,
+            warm_seconds: float = WARM_SECONDS) -> dict:
+    """Event → window row latency of `engine` at `rate`: once a few events have come through (the engine
+    is up), `warm_seconds` at the rate, not measured, then `seconds` of measured events."""
     run.workdir.mkdir(parents=True, exist_ok=True)
     topics.create(run.bootstrap, run.source, run.partitions)
     topics.create(run.bootstrap, run.target, run.partitions)
     reader = topics.OutputReader(run.bootstrap, run.target).start()
+    began = time.monotonic()
+    phases = {}  # seconds of each step, for the bench's own time budget (bench/README.md, "How long")
+
+    def lap(name: str) -> None:
+        phases[name] = round(time.monotonic() - began - sum(phases.values()), 1)
+
     proc = engines.ENGINES[engine](run)
     try:
-        warm = list(clicks.paced(WARMUP_EVENTS * 10, WARMUP_EVENTS / (WARMUP_EVENTS * 10), seed=7, prefix="warmup-"))
+        warm = list(clicks.paced(WARMUP_EVENTS * 10, WARMUP_EVENTS / (WARMUP_EVENTS * 10), seed=7, prefix="warmup-up-"))
         topics.produce(run.bootstrap, run.source, warm)
-        warm_counted = sum(clicks.counted(v) for _, v in warm)
-        ready = reader.wait_for(warm_counted, timeout, alive=lambda: proc.running)
+        ready = reader.wait_for(sum(clicks.counted(v) for _, v in warm), timeout, alive=lambda: proc.running)
         if not ready:
             return {"engine": engine, "finished": False, "log_tail": proc.log_tail(15)}
-        began = time.monotonic()
-        sent = topics.produce(run.bootstrap, run.source, clicks.paced(rate, seconds, seed=3))
-        produce_seconds = time.monotonic() - began
-        events = topics.read_input(run.bootstrap, run.source, sent + len(warm))
-        live = [(at, e) for at, e in events if not e["uuid"].startswith("warmup-")]
-        expected = warm_counted + sum(1 for _, e in live if e["event"] in clicks.COUNTED)
+        lap("start")
+        counted = [0]
+
+        def count(records):
+            for key, value in records:
+                counted[0] += clicks.counted(value)
+                yield key, value
+
+        measured_from_ms = int((time.time() + warm_seconds - 1) * 1000)  # a second early: warm-ups are dropped
+        topics.produce(run.bootstrap, run.source, count(clicks.warm_then_measured(rate, seconds, warm_seconds)))
+        lap("produce")
+        produce_seconds = phases["produce"] - warm_seconds
+        # only the measured seconds are read back (2 million records took 13 s with the warm-up, 27 s
+        # with librdkafka's default fetch sizes)
+        live = [(at, e) for at, e in topics.read_input(run.bootstrap, run.source, from_ms=measured_from_ms)
+                if not e["uuid"].startswith("warmup-")]
+        lap("read_input")
+        expected = sum(clicks.counted(v) for _, v in warm) + counted[0]
         finished = reader.wait_for(expected, timeout, idle=30, alive=lambda: proc.running)
+        lap("drain")
     finally:
         _stop(proc)
         reader.stop()
     lat, missing = measure.event_latencies(live, reader.rows)
-    out = {"engine": engine, "finished": finished, "rate": rate, "events": sent,
-           "achieved_rate": sent / produce_seconds if produce_seconds else None,
+    lap("stop_and_latencies")
+    measured = len(live)
+    out = {"engine": engine, "finished": finished, "rate": rate, "events": measured,
+           "achieved_rate": measured / produce_seconds if produce_seconds > 0 else None,
+           "warm_seconds": warm_seconds,
            "p50_ms": measure.percentile(lat, 50), "p99_ms": measure.percentile(lat, 99),
-           "max_ms": max(lat) if lat else None, "latencies": len(lat), "missing": missing}
+           "max_ms": max(lat) if lat else None, "latencies": len(lat), "missing": missing, "phases_s": phases}
     log.info("latency %s: %s", engine, out)
     out["cdf"] = rounds.quantiles(lat)  # the distribution, for the plot
     return out
@@ -155,7 +196,7 @@ def db_writes(run: engines.Run, total: int, dsn: str, timeout: float) -> dict:
 
 class Backlogs:
     """The input topics of the throughput runs, each produced once and read from the beginning by every
-    run on it: the default N, and larger ones for engines that at N worked less than `min_seconds`."""
+    run on it: the default N, and others for engines too fast or too slow for it (`ThroughputRounds`)."""
 
     def __init__(self, bootstrap: str, users: int, partitions: int):
         self.bootstrap, self.users, self.partitions = bootstrap, users, partitions
@@ -170,9 +211,11 @@ class Backlogs:
 
 
 class ThroughputRounds:
-    """One engine's run in one round. Its first run decides the backlog of all its rounds: on N, or when
-    the engine wrote output for less than `min_seconds` there, on a larger one (the run at N is then
-    kept as `at_default_n` and the round's run is made again on the larger backlog)."""
+    """One engine's run in one round. Its first run decides the backlog of all its rounds: N; or, when
+    the engine wrote output for less than `min_seconds` there, a larger one; or, when it is so slow that
+    N would take it more than three times `min_seconds`, a smaller one (that first run is stopped once
+    it has shown its rate). The first run is then kept as `at_default_n` and the round's run is made
+    again on the backlog decided."""
 
     def __init__(self, bed, base: engines.Run, backlogs: Backlogs, n: int, min_seconds: float, timeout: float):
         self.bed, self.base, self.backlogs, self.n = bed, base, backlogs, n
@@ -182,31 +225,38 @@ class ThroughputRounds:
     def run(self, i: int, engine: str) -> dict:
         if engine == "raw":
             topic, produced, _ = self.backlogs.of(self.n)
+            # half of min_seconds: only a ceiling to compare with, and steady (2.98-3.11 million/s in 3 rounds)
             out = raw_throughput(replace(self.base, source=topic, workdir=self.base.workdir / f"tput-raw-{i}"), produced,
-                                 self.min_seconds, self.timeout, passes=self.size.get("raw", 0))
+                                 self.min_seconds / 2, self.timeout, passes=self.size.get("raw", 0))
             self.size.setdefault("raw", out["passes"])
             return out
-        first = engine not in self.size
-        out = self._at(i, engine, self.size.get(engine, self.n))
-        if first:
-            self.size[engine] = measure.larger_n(self.backlogs.of(self.n)[1], out, self.min_seconds) or self.n
-            if self.size[engine] != self.n:  # N was too small for this engine: again, on a larger backlog
-                at_n = {k: out[k] for k in ("events_per_s", "output_seconds", "measured_seconds")}
-                out = {**self._at(i, engine, self.size[engine]), "at_default_n": at_n}
+        if engine in self.size:
+            return self._at(i, engine, self.size[engine])
+        out = self._at(i, engine, self.n, probe_seconds=self.min_seconds)
+        produced = self.backlogs.of(self.n)[1]
+        if out.get("stopped_early"):
+            self.size[engine] = measure.smaller_n(produced, out["events_per_s"], self.min_seconds) or self.n
+        else:
+            self.size[engine] = measure.larger_n(produced, out, self.min_seconds) or self.n
+        if self.size[engine] != self.n or out.get("stopped_early"):  # again, on the backlog decided
+            at_n = {k: out[k] for k in ("events_per_s", "output_seconds", "measured_seconds", "stopped_early") if k in out}
+            out = {**self._at(i, engine, self.size[engine]), "at_default_n": at_n}
         return out
 
-    def _at(self, i: int, engine: str, n: int) -> dict:
+    def _at(self, i: int, engine: str, n: int, probe_seconds: float = 0) -> dict:
         topic, produced, counted = self.backlogs.of(n)
         name = f"{engine}-{i}" if n == self.n else f"{engine}-{i}-{n}"
+        if (self.base.workdir / f"tput-{name}").exists():  # the first run, stopped early, again on N
+            name += "-again"
         r = replace(self.base, source=topic, target=f"out-{name}", workdir=self.base.workdir / f"tput-{name}")
-        out = throughput(self.bed, r, engine, counted, produced, self.timeout)
+        out = throughput(self.bed, r, engine, counted, produced, self.timeout, probe_seconds)
         return {**out, "n": produced} if n != self.n else out
 
 
 def run(bed, workdir: Path, n: int, partitions: int, live_seconds: float, max_offsets: int, users: int,
         timeout: float, rounds_of_each: int = 3, engines_to_run=("runtime", "handwritten", "kstreams"),
         min_seconds: float = 60, variants=("runtime-nodlq", "handwritten-plain"), only: tuple[str, ...] = (),
-        results: Path | None = None) -> dict:
+        warm_seconds: float = WARM_SECONDS, results: Path | None = None) -> dict:
     """Every engine `rounds_of_each` times, interleaved (a, a′, b, c, d, d, c, b, a′, a, …) on the same backlog,
     then the latency runs interleaved the same way, then the DB writes. ``only``: measure just these
     engines' sustained rates (and "raw"), skipping latency and DB writes. ``results``: where the PNGs go."""
@@ -234,17 +284,19 @@ def run(bed, workdir: Path, n: int, partitions: int, live_seconds: float, max_of
     result["throughput"] = dataplane_figures.throughput_figures(runs)
     result["ratios"] = dataplane_figures.ratios(runs)
     if not only:
-        result.update(latency_rounds(base, engines_to_run, result["throughput"], rounds_of_each, live_seconds, timeout))
+        result.update(latency_rounds(base, engines_to_run, result["throughput"], rounds_of_each, live_seconds, timeout,
+                                     warm_seconds))
         if bed.postgres is not None and "runtime" in engines_to_run:
-            result["db"] = db_writes(replace(base, source=backlogs.of(n)[0], target="out-db", workdir=workdir / "db"),
-                                     produced, bed.postgres.dsn, timeout)
+            db_topic, db_produced, db_counted = backlogs.of(min(n, DB_N))
+            result["db"] = {**db_writes(replace(base, source=db_topic, target="out-db", workdir=workdir / "db"),
+                                        db_produced, bed.postgres.dsn, timeout), "counted_events": db_counted}
     if results is not None:
         dataplane_figures.plot(results, result, started)
     return result
 
 
 def latency_rounds(base: engines.Run, engines_to_run, throughput_figures: dict, rounds_of_each: int,
-                   live_seconds: float, timeout: float) -> dict:
+                   live_seconds: float, timeout: float, warm_seconds: float = WARM_SECONDS) -> dict:
     """Each engine at half the slowest engine's median rate, `rounds_of_each` times, interleaved; every
     run on fresh topics."""
     live_rate = dataplane_figures.live_rate(throughput_figures, engines_to_run)
@@ -252,5 +304,5 @@ def latency_rounds(base: engines.Run, engines_to_run, throughput_figures: dict, 
     for i, engine in rounds.interleave(dataplane_figures.in_order(engines_to_run), rounds_of_each, alternate=True):
         r = replace(base, source=f"live-in-{engine}-{i}", target=f"live-out-{engine}-{i}",
                     workdir=base.workdir / f"live-{engine}-{i}", max_offsets=0)
-        runs[engine].append({**latency(r, engine, live_rate, live_seconds, timeout), "round": i})
+        runs[engine].append({**latency(r, engine, live_rate, live_seconds, timeout, warm_seconds), "round": i})
     return {"live_rate": live_rate, "latency": dataplane_figures.latency_figures(runs)}

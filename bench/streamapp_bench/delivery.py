@@ -17,7 +17,7 @@ PAIR = ("runtime", "runtime-eos")
 
 
 def run(bed, workdir: Path, n: int, partitions: int, max_offsets: int, users: int, repeats: int, live_seconds: float,
-        timeout: float) -> dict:
+        timeout: float, warm_seconds: float = dataplane.WARM_SECONDS) -> dict:
     bootstrap = bed.kafka.bootstrap
     backlog, produced, counted = dataplane.produce_backlog(bootstrap, "clicks-delivery", n, users, partitions)
     base = engines.Run(bootstrap, backlog, "", workdir, "updates", max_offsets, partitions)
@@ -32,7 +32,8 @@ def run(bed, workdir: Path, n: int, partitions: int, max_offsets: int, users: in
     live_rate = 0.5 * min(r["median"] for r in rates.values() if r["median"]) if all(r["median"] for r in rates.values()) \
         else 1000.0
     latency = {e: dataplane.latency(replace(base, source=f"live-in-{e}", target=f"live-out-{e}", workdir=workdir / f"live-{e}",
-                                            max_offsets=0), e, live_rate, live_seconds, timeout) for e in PAIR}
+                                            max_offsets=0), e, live_rate, live_seconds, timeout, warm_seconds)
+               for e in PAIR}
     result = {"n": produced, "counted": counted, "partitions": partitions, "max_offsets_per_trigger": max_offsets,
               "repeats": repeats, "events_per_s": rates, "eos_over_alo": ratio, "live_rate": live_rate,
               "latency": {e: {k: latency[e].get(k) for k in ("p50_ms", "p99_ms", "max_ms", "latencies", "missing", "finished")}

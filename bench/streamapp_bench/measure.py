@@ -102,6 +102,25 @@ def batch_profile(progress: Iterable[dict], query: str) -> dict | None:
             "state_commit_ms": mean(state)}
 
 
+def too_long(first_ms: int, last_ms: int, progress: int, expected: int, min_seconds: float) -> bool:
+    """Whether an engine's first run, `progress` of `expected` events in from `first_ms` to `last_ms` of
+    output, is slow enough to stop and size down: after `min_seconds` of output (half of that gave (b0)
+    only three batches, the first one slowed by start-up, and half its rate), the whole backlog would
+    take more than three times `min_seconds` (b0 took ~170 s on the 3,000,000 events the others take
+    ~30 s on)."""
+    span = (last_ms - first_ms) / 1000
+    return progress > 0 and span >= min_seconds and span * expected / progress > 3 * min_seconds
+
+
+def smaller_n(n: int, events_per_s: float | None, min_seconds: float) -> int | None:
+    """The backlog on which an engine measured at `events_per_s` writes for about 1.25 × `min_seconds`
+    (rounded up to a million, like `larger_n`), or None when that is not smaller than N."""
+    if not events_per_s:
+        return None
+    smaller = math.ceil(events_per_s * 1.25 * min_seconds / 1_000_000) * 1_000_000
+    return smaller if smaller < n else None
+
+
 def larger_n(n: int, measured: dict, min_seconds: float) -> int | None:
     """The backlog on which an engine that wrote output for less than `min_seconds` at N would write for
     about 1.25 × `min_seconds` (rounded up to a million events, so engines of similar speed share one),

@@ -11,7 +11,6 @@ pass records on (JIT, consumers joined).
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
 import sys
@@ -35,7 +34,7 @@ log = logging.getLogger("bench.realtime")
 EXAMPLE = REPO_DIR / "examples" / "click-feed.yaml"
 MODES = ("micro-batch", "realtime")
 WARMUP = 2_000
-WARM_SECONDS = 10  # at the fixed rate, before the measured seconds
+WARM_SECONDS = 10  # at the fixed rate before the measured seconds: a probe saw latency fall for ~7 s
 BAR_P99_MS = 100  # issue 17: p99 at 10,000 events/s in real-time mode
 
 
@@ -161,13 +160,11 @@ def one_run(run: Run, rate: float, seconds: float, timeout: float) -> dict:
         warm_sent = passes_records_on(run, proc, timeout)
         if warm_sent is None:
             return {"mode": run.mode, "finished": False, "log_tail": proc.log_tail(15)}
-        # then the fixed rate without a break: its first seconds warm up (the JIT, the consumers' fetch
-        # sizes; a probe saw latency fall for ~7 s after a start) and are not measured
+        # then the fixed rate without a break: its first seconds warm up and are not measured
         began = time.monotonic()
-        sent = topics.produce(run.bootstrap, run.source, itertools.chain(
-            clicks.paced(rate, WARM_SECONDS, seed=5, prefix="warmup-"), clicks.paced(rate, seconds, seed=3)))
+        sent = topics.produce(run.bootstrap, run.source, clicks.warm_then_measured(rate, seconds, WARM_SECONDS))
         produce_seconds = time.monotonic() - began
-        everything = topics.read_input(run.bootstrap, run.source, warm_sent + sent)
+        everything = topics.read_input(run.bootstrap, run.source)
         inputs = [(at, e) for at, e in everything if not warm_up(e)]
         expected = sum(1 for _, e in inputs if e["event"] in clicks.COUNTED)
         outputs = [(at, r) for at, r in read_all(run.bootstrap, run.target, expected, timeout,

@@ -78,11 +78,14 @@ def dataplane(r: dict, images: str = "bench/results") -> list[str]:
                      f"{_spread(lat_row.get('p50_ms'), 2, ' s', 1000)} | {_spread(lat_row.get('p99_ms'), 2, ' s', 1000)} |")
     minimum = r["args"].get("min_seconds", 60)
     short_name = lambda e: LABELS[e].split(" ")[0]  # noqa: E731
-    again = [f"{short_name(e)} at N = {d['n']:,} wrote output for {t[e]['at_default_n']['output_seconds']:.0f} s "
+    again = [f"{short_name(e)} at N = {d['n']:,} "
+             f"{'was stopped after' if t[e]['at_default_n'].get('stopped_early') else 'wrote output for'} "
+             f"{t[e]['at_default_n']['output_seconds']:.0f} s{' of output' if t[e]['at_default_n'].get('stopped_early') else ''} "
              f"({_n(t[e]['at_default_n']['events_per_s'])} events/s)" for e in t if t[e].get("at_default_n")]
     if again:
-        lines += ["", f"Engines that at N worked less than {minimum:g} s ran on a larger backlog (its N in the row) "
-                  f"in every round, decided by their first run: {'; '.join(again)}."]
+        lines += ["", f"Engines that at N worked less than {minimum:g} s, or would have worked more than "
+                  f"{3 * minimum:g} s, ran on a larger or smaller backlog (its N in the row) in every round, "
+                  f"decided by their first run: {'; '.join(again)}."]
     short = [f"{short_name(e)} {run['output_seconds']:.0f} s (round {run.get('round', 0) + 1})" for e in t
              for run in t[e]["runs"] if run.get("output_seconds") is not None and run["output_seconds"] < minimum]
     if short:
@@ -112,9 +115,10 @@ def dataplane(r: dict, images: str = "bench/results") -> list[str]:
                   f"(watermark only)."]
     db = d.get("db")
     if db and db.get("rows_upserted"):
-        closed = db["events_in_closed_windows"] * d["n"] / d["counted"]  # scrolls included, as in N
+        # scrolls included, as in the events produced
+        closed = db["events_in_closed_windows"] * db["events"] / db.get("counted_events", db["events"] * d["counted"] / d["n"])
         lines += ["", f"DB writes (the example as written: emit final, Kafka + Postgres sinks, `--available-now` over "
-                  f"the same N): {db['rows_upserted']:,} rows upserted for {db['events']:,} events = "
+                  f"a backlog of the same kind): {db['rows_upserted']:,} rows upserted for {db['events']:,} events = "
                   f"**{db['db_write_ratio']:.3f}** rows per event; counting only the events of windows the watermark "
                   f"had closed (the last ~90 s of event time stay open at the end of the input): "
                   f"{db['rows_upserted'] / closed:.3f} ({closed / db['rows_upserted']:.1f}× fewer writes than one "

@@ -121,3 +121,27 @@ def test_the_realtime_bench_reports_both_modes_against_the_bar():
            "315 ms (240–390) | 0, 0 |" in lines
     assert any(line.startswith("Bar of issue 17: real-time p99 ≤ 100 ms at 10,000 events/s: 105 ms (misses)")
                for line in lines)
+
+
+@pytest.mark.parametrize(("first_ms", "last_ms", "progress", "expected"), [
+    (0, 30_000, 500_000, True),  # (b0): 30 s of output for a fifth of the backlog, ~160 s for all of it
+    (0, 20_000, 100_000, False),  # not yet 30 s of output: too early to tell
+    (0, 30_000, 1_000_000, False),  # ~80 s for all of it: N will do
+    (0, 0, 0, False),  # no output yet
+])
+def test_a_first_run_far_too_slow_for_n_is_stopped_once_it_has_shown_its_rate(first_ms, last_ms, progress, expected):
+    from streamapp_bench.measure import too_long
+
+    assert too_long(first_ms, last_ms, progress, 2_713_075, 30) is expected
+
+
+@pytest.mark.parametrize(("events_per_s", "expected"), [
+    (19_000.0, 1_000_000),  # ~37.5 s of output: (b0) at Spark's defaults
+    (40_000.0, 2_000_000),  # 1.5 million, rounded up to a million
+    (60_000.0, None),  # 2.25 million, rounded up: N itself
+    (None, None),
+])
+def test_a_slow_engine_gets_a_backlog_it_works_about_min_seconds_on(events_per_s, expected):
+    from streamapp_bench.measure import smaller_n
+
+    assert smaller_n(3_000_000, events_per_s, 30) == expected

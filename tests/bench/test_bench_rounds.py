@@ -115,6 +115,41 @@ def saved_dataplane(quick: bool = False) -> dict:
             "args": {"live_seconds": 30, "min_seconds": 30, "quick": quick}}
 
 
+class _Backlogs:
+    """Backlogs of N events, 90 % of them counted, without a broker: the sizing rules only read sizes."""
+
+    def of(self, n):
+        return f"backlog-{n}", n, n * 9 // 10
+
+
+def test_the_first_run_of_each_engine_decides_the_backlog_of_all_its_rounds(monkeypatch, tmp_path):
+    from streamapp_bench import dataplane, engines
+
+    rates = {"fast": 300_000.0, "fine": 90_000.0, "slow": 19_000.0}  # events/s of each engine
+    calls = []
+
+    def run_at(bed, run, engine, counted, total, timeout, probe_seconds=0):
+        calls.append((engine, total, probe_seconds))
+        seconds = total / rates[engine]
+        if probe_seconds and seconds > 3 * probe_seconds:  # what measure.too_long stops
+            return {"finished": False, "stopped_early": True, "events_per_s": rates[engine], "output_seconds": 30.0,
+                    "measured_seconds": 24.0}
+        return {"finished": True, "events_per_s": rates[engine], "output_seconds": seconds, "measured_seconds": seconds}
+
+    monkeypatch.setattr(dataplane, "throughput", run_at)
+    base = engines.Run("127.0.0.1:9", "", "", tmp_path, "updates", 100_000, 4)
+    each = dataplane.ThroughputRounds(None, base, _Backlogs(), 3_000_000, min_seconds=30, timeout=60)
+    first = {e: each.run(0, e) for e in rates}
+    assert [(e, n) for e, n, _ in calls] == [("fast", 3_000_000), ("fast", 12_000_000), ("fine", 3_000_000),
+                                             ("slow", 3_000_000), ("slow", 1_000_000)]
+    assert [p for _, _, p in calls] == [30, 0, 30, 30, 0]  # only a first run may be stopped early
+    assert first["fast"]["n"] == 12_000_000 and first["fast"]["at_default_n"]["output_seconds"] == 10.0
+    assert "n" not in first["fine"] and "at_default_n" not in first["fine"]
+    assert first["slow"]["n"] == 1_000_000 and first["slow"]["at_default_n"]["stopped_early"]
+    calls.clear()
+    assert each.run(1, "slow")["n"] == 1_000_000 and calls == [("slow", 1_000_000, 0)]
+
+
 def test_the_readme_table_shows_medians_with_their_spread_and_the_ratios_per_round(tmp_path):
     from streamapp_bench import report
 
@@ -155,7 +190,7 @@ def test_quick_changes_only_what_the_command_line_left_open():
     from streamapp_bench.__main__ import BENCH_DIR, DEFAULT_BENCHES, parse
 
     full = parse([])
-    assert full.benches == list(DEFAULT_BENCHES) and (full.n, full.rounds, full.min_seconds) == (3_000_000, 3, 30)
+    assert full.benches == list(DEFAULT_BENCHES) and (full.n, full.rounds, full.min_seconds) == (5_000_000, 3, 30)
     assert full.results == BENCH_DIR / "results" and full.readme.name == "README.md" and not full.quick
     quick = parse(["dataplane", "--quick", "--rounds", "3"])
     assert (quick.n, quick.rounds, quick.live_seconds) == (500_000, 3, 10)

@@ -75,8 +75,9 @@ def test_latency_harness_matches_every_event_to_its_window_row(kafka, tmp_path):
     from streamapp_bench import dataplane
 
     out = dataplane.latency(_run(kafka, tmp_path, "smoke-live-in", "smoke-live-out", max_offsets=0), "runtime",
-                            rate=200, seconds=3, timeout=300)
+                            rate=200, seconds=3, timeout=300, warm_seconds=1)
     assert out["finished"], out.get("log_tail")
+    assert out["events"] == 600  # the measured seconds only, not the warm-up before them
     assert out["missing"] == 0 and out["latencies"] > 0
     assert 0 <= out["p50_ms"] <= out["p99_ms"] <= out["max_ms"]
 
