@@ -123,7 +123,7 @@ def latency(run: engines.Run, engine: str, rate: float, seconds: float, timeout:
     phases = {}  # seconds of each step, for the bench's own time budget (bench/README.md, "How long")
 
     def lap(name: str) -> None:
-        phases[name] = round(time.monotonic() - began - sum(phases.values()), 1)
+        phases[name] = max(0.0, round(time.monotonic() - began - sum(phases.values()), 1))
 
     proc = engines.ENGINES[engine](run)
     try:

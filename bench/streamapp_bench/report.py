@@ -52,8 +52,10 @@ def _ratio_target(s: dict | None, goal: float, why: str = "") -> str:
 def dataplane(r: dict, images: str = "bench/results") -> list[str]:
     d = r["result"]
     t, lat, ratios, rounds = d["throughput"], d.get("latency", {}), d["ratios"], d.get("rounds", 1)
+    warm = r["args"].get("warm_seconds")
     live = (f" Latency at a fixed {d['live_rate']:,.0f} events/s (half the slowest engine's median) for "
-            f"{r['args'].get('live_seconds', '?')} s{', in as many rounds, interleaved the same way' if rounds > 1 else ''}."
+            f"{r['args'].get('live_seconds', '?')} s{f' after {warm:g} s of warm-up at that rate' if warm else ''}"
+            f"{', in as many rounds, interleaved the same way' if rounds > 1 else ''}."
             if lat else "")
     how = (f"{rounds} rounds: every engine once per round, interleaved, every other round reversed (a, a′, b, c, d, d, c, …), each run reading the "
            f"same backlog from the beginning; medians with the lowest and highest run in brackets, ratios taken "
