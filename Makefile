@@ -130,7 +130,7 @@ e2e-kind: deps
 	@$(CLUSTER_ENV); PYTHON=$(PYTHON) bash testbed/cluster/e2e-kind.sh $(PYTEST_ARGS)
 
 # The benchmarks of issue 7 (bench/): results in bench/results/*.json, the table in README.md.
-# Heavy: dataplane, realtime, controlplane and recovery by default, ≈ 41 min measured in parts (bench/README.md "How long");
+# Heavy: dataplane, realtime, controlplane and recovery by default, 44 min 22 s measured (bench/README.md "How long");
 # BENCH_ARGS passes options, e.g. BENCH_ARGS="dataplane --rounds 5", BENCH_ARGS="delivery autoscale",
 # or BENCH_ARGS="--quick" (minutes; results in bench/results-quick/, not over the project's figures).
 BENCH_ARGS ?=
