@@ -115,12 +115,15 @@ def paced(rate: float, seconds: float, seed: int = 1, users: int = 5000, prefix:
         sent = due
 
 
-def warm_then_measured(rate: float, seconds: float, warm_seconds: float) -> Iterator[tuple[str, str]]:
+def warm_then_measured(rate: float, seconds: float, warm_seconds: float,
+                       cool_seconds: float = 0) -> Iterator[tuple[str, str]]:
     """`warm_seconds` of warm-up events (another population: their uuids start with "warmup-"), then
-    `seconds` of measured ones, at `rate` without a break: right after a start, an engine's latency falls
-    for many seconds while the JIT and the consumers' fetch sizes settle, and a latency run measures
-    the steady state."""
-    return itertools.chain(paced(rate, warm_seconds, seed=5, prefix="warmup-"), paced(rate, seconds, seed=3))
+    `seconds` of measured ones, then `cool_seconds` of unmeasured ones again ("warmup-after-"), at
+    `rate` without a break: right after a start, an engine's latency falls for many seconds while the
+    JIT and the consumers' fetch sizes settle, and the micro-batch that follows the end of the input
+    takes ~1 s longer than the others; a latency run measures the steady state between."""
+    return itertools.chain(paced(rate, warm_seconds, seed=5, prefix="warmup-"), paced(rate, seconds, seed=3),
+                           paced(rate, cool_seconds, seed=9, prefix="warmup-after-"))
 
 
 def counted(value: str) -> bool:

@@ -145,3 +145,18 @@ def test_a_slow_engine_gets_a_backlog_it_works_about_min_seconds_on(events_per_s
     from streamapp_bench.measure import smaller_n
 
     assert smaller_n(3_000_000, events_per_s, 30) == expected
+
+
+def test_a_latency_runs_events_are_measured_only_between_the_warm_up_and_the_cool_down():
+    from streamapp_bench import clicks
+
+    events = list(clicks.warm_then_measured(rate=200, seconds=0.1, warm_seconds=0.05, cool_seconds=0.05))
+    uuids = [from_json_uuid(value) for _, value in events]
+    assert [u.startswith("warmup-") for u in uuids] == [True] * 10 + [False] * 20 + [True] * 10
+    assert all(u.startswith("warmup-after-") for u in uuids[-10:])  # another population than the measured
+
+
+def from_json_uuid(value: str) -> str:
+    import json
+
+    return json.loads(value)["uuid"]
