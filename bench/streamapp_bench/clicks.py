@@ -22,6 +22,7 @@ KINDS = ("click", "page_view", "scroll")
 WEIGHTS = (6, 3, 1)
 COUNTED = ("click", "page_view")
 WINDOW_MS = 60_000
+UNMEASURED = "warmup-"  # uuid prefix of the populations a latency run sends but does not measure
 
 
 @dataclass
@@ -122,8 +123,14 @@ def warm_then_measured(rate: float, seconds: float, warm_seconds: float,
     `rate` without a break: right after a start, an engine's latency falls for many seconds while the
     JIT and the consumers' fetch sizes settle, and the micro-batch that follows the end of the input
     takes ~1 s longer than the others; a latency run measures the steady state between."""
-    return itertools.chain(paced(rate, warm_seconds, seed=5, prefix="warmup-"), paced(rate, seconds, seed=3),
-                           paced(rate, cool_seconds, seed=9, prefix="warmup-after-"))
+    return itertools.chain(paced(rate, warm_seconds, seed=5, prefix=UNMEASURED),
+                           paced(rate, seconds, seed=3),
+                           paced(rate, cool_seconds, seed=9, prefix=f"{UNMEASURED}after-"))
+
+
+def measured(record: dict) -> bool:
+    """Whether an input event or an output row belongs to the measured population."""
+    return not record["uuid"].startswith(UNMEASURED)
 
 
 def counted(value: str) -> bool:

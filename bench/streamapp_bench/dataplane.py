@@ -132,7 +132,7 @@ def latency(run: engines.Run, engine: str, rate: float, seconds: float, timeout:
 
     proc = engines.ENGINES[engine](run)
     try:
-        warm = list(clicks.paced(WARMUP_EVENTS * 10, WARMUP_EVENTS / (WARMUP_EVENTS * 10), seed=7, prefix="warmup-up-"))
+        warm = list(clicks.paced(WARMUP_EVENTS * 10, WARMUP_EVENTS / (WARMUP_EVENTS * 10), seed=7, prefix=f"{clicks.UNMEASURED}up-"))
         topics.produce(run.bootstrap, run.source, warm)
         ready = reader.wait_for(sum(clicks.counted(v) for _, v in warm), timeout, alive=lambda: proc.running)
         if not ready:
@@ -153,7 +153,7 @@ def latency(run: engines.Run, engine: str, rate: float, seconds: float, timeout:
         # only the measured seconds are read back (2 million records took 13 s with the warm-up, 27 s
         # with librdkafka's default fetch sizes)
         live = [(at, e) for at, e in topics.read_input(run.bootstrap, run.source, from_ms=measured_from_ms)
-                if not e["uuid"].startswith("warmup-")]
+                if clicks.measured(e)]
         lap("read_input")
         expected = sum(clicks.counted(v) for _, v in warm) + counted[0]
         finished = reader.wait_for(expected, timeout, idle=30, alive=lambda: proc.running)
@@ -238,22 +238,16 @@ class ThroughputRounds:
             return out
         if engine in self.size:
             return self._at(i, engine, self.size[engine])
-        out = self._at(i, engine, self.n, probe_seconds=self.min_seconds)
-        produced = self.backlogs.of(self.n)[1]
-        if out.get("stopped_early"):
-            self.size[engine] = measure.smaller_n(produced, out["events_per_s"], self.min_seconds) or self.n
-        else:
-            self.size[engine] = measure.larger_n(produced, out, self.min_seconds) or self.n
+        out = self._at(i, engine, self.n, probe_seconds=self.min_seconds, tag="-first")
+        self.size[engine] = measure.decided_n(self.backlogs.of(self.n)[1], out, self.min_seconds)
         if self.size[engine] != self.n or out.get("stopped_early"):  # again, on the backlog decided
             at_n = {k: out[k] for k in ("events_per_s", "output_seconds", "measured_seconds", "stopped_early") if k in out}
             out = {**self._at(i, engine, self.size[engine]), "at_default_n": at_n}
         return out
 
-    def _at(self, i: int, engine: str, n: int, probe_seconds: float = 0) -> dict:
+    def _at(self, i: int, engine: str, n: int, probe_seconds: float = 0, tag: str = "") -> dict:
         topic, produced, counted = self.backlogs.of(n)
-        name = f"{engine}-{i}" if n == self.n else f"{engine}-{i}-{n}"
-        if (self.base.workdir / f"tput-{name}").exists():  # the first run, stopped early, again on N
-            name += "-again"
+        name = (f"{engine}-{i}" if n == self.n else f"{engine}-{i}-{n}") + tag
         r = replace(self.base, source=topic, target=f"out-{name}", workdir=self.base.workdir / f"tput-{name}")
         out = throughput(self.bed, r, engine, counted, produced, self.timeout, probe_seconds)
         return {**out, "n": produced} if n != self.n else out

@@ -117,8 +117,21 @@ def smaller_n(n: int, events_per_s: float | None, min_seconds: float) -> int | N
     (rounded up to a million, like `larger_n`), or None when that is not smaller than N."""
     if not events_per_s:
         return None
-    smaller = math.ceil(events_per_s * 1.25 * min_seconds / 1_000_000) * 1_000_000
+    smaller = _millions(events_per_s * 1.25 * min_seconds)
     return smaller if smaller < n else None
+
+
+def decided_n(n: int, first_run: dict, min_seconds: float) -> int:
+    """The backlog of every round of an engine, from its first run on N: smaller when that run was
+    stopped as too slow (`too_long`), larger when it wrote output for less than `min_seconds`, else N."""
+    if first_run.get("stopped_early"):
+        return smaller_n(n, first_run.get("events_per_s"), min_seconds) or n
+    return larger_n(n, first_run, min_seconds) or n
+
+
+def _millions(events: float) -> int:
+    """Rounded up to a million events, so engines of similar speed share a backlog."""
+    return math.ceil(events / 1_000_000) * 1_000_000
 
 
 def larger_n(n: int, measured: dict, min_seconds: float) -> int | None:
@@ -128,4 +141,4 @@ def larger_n(n: int, measured: dict, min_seconds: float) -> int | None:
     span = measured.get("output_seconds")
     if not measured.get("finished") or not span or span >= min_seconds:
         return None
-    return math.ceil(n * 1.25 * min_seconds / span / 1_000_000) * 1_000_000
+    return _millions(n * 1.25 * min_seconds / span)

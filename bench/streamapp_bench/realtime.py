@@ -128,7 +128,7 @@ def latencies(inputs: list[tuple[int, dict]], outputs: list[tuple[int, dict]]) -
 
 
 def warm_up(record: dict) -> bool:
-    return record["uuid"].startswith("warmup-")
+    return not clicks.measured(record)
 
 
 def passes_records_on(run: Run, proc: ManagedProcess, timeout: float) -> int | None:
@@ -138,7 +138,7 @@ def passes_records_on(run: Run, proc: ManagedProcess, timeout: float) -> int | N
     deadline, sent = time.monotonic() + timeout, 0
     while proc.running and time.monotonic() < deadline:
         sent += topics.produce(run.bootstrap, run.source,
-                               clicks.paced(WARMUP, 2, seed=7 + sent, prefix=f"warmup-{sent}-"))
+                               clicks.paced(WARMUP, 2, seed=7 + sent, prefix=f"{clicks.UNMEASURED}{sent}-"))
         if read_all(run.bootstrap, run.target, 1, timeout=15, idle=15):
             return sent
     return None

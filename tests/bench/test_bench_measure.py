@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from types import SimpleNamespace as Row
 
 import pytest
@@ -150,13 +152,20 @@ def test_a_slow_engine_gets_a_backlog_it_works_about_min_seconds_on(events_per_s
 def test_a_latency_runs_events_are_measured_only_between_the_warm_up_and_the_cool_down():
     from streamapp_bench import clicks
 
-    events = list(clicks.warm_then_measured(rate=200, seconds=0.1, warm_seconds=0.05, cool_seconds=0.05))
-    uuids = [from_json_uuid(value) for _, value in events]
-    assert [u.startswith("warmup-") for u in uuids] == [True] * 10 + [False] * 20 + [True] * 10
-    assert all(u.startswith("warmup-after-") for u in uuids[-10:])  # another population than the measured
+    events = [json.loads(value) for _, value in
+              clicks.warm_then_measured(rate=200, seconds=0.1, warm_seconds=0.05, cool_seconds=0.05)]
+    assert [clicks.measured(e) for e in events] == [False] * 10 + [True] * 20 + [False] * 10
+    measured_users = {e["uuid"] for e in events[10:30]}
+    assert not measured_users & {e["uuid"] for e in events[:10] + events[30:]}  # populations of their own
 
 
-def from_json_uuid(value: str) -> str:
-    import json
+@pytest.mark.parametrize(("first_run", "expected"), [
+    ({"finished": False, "stopped_early": True, "events_per_s": 15_000.0}, 1_000_000),  # (b0): smaller
+    ({"finished": False, "stopped_early": True, "events_per_s": 150_000.0}, 5_000_000),  # 5.6 million: N itself
+    ({"finished": True, "output_seconds": 20.0}, 10_000_000),  # Kafka Streams: larger
+    ({"finished": True, "output_seconds": 35.0}, 5_000_000),  # N
+])
+def test_an_engines_first_run_decides_the_backlog_of_its_rounds(first_run, expected):
+    from streamapp_bench.measure import decided_n
 
-    return json.loads(value)["uuid"]
+    assert decided_n(5_000_000, first_run, 30) == expected
