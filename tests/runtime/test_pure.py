@@ -87,6 +87,18 @@ def test_query_plans_of_the_examples():
     assert plan.topic_sources(example("search-clicks")) == {"searches": "searches", "search-clicks": "clicks"}
 
 
+@pytest.mark.parametrize("name, options, wait", [
+    ("click-sessions", {}, "50"),  # micro-batches: a short wait for the consumer's last prefetch
+    ("click-sessions", {"kafka.fetch.max.wait.ms": "200"}, "200"),  # the app's own wait wins
+    ("click-feed", {}, None),  # real-time mode polls without a break: Kafka's default
+])
+def test_micro_batch_readers_wait_briefly_for_a_fetch(name, options, wait):
+    given = {"kafka.bootstrap.servers": "h:1", **options}
+    readers = plan.reader_options(example(name), given)
+    assert readers.get("kafka.fetch.max.wait.ms") == wait
+    assert {k: v for k, v in readers.items() if k != "kafka.fetch.max.wait.ms"} == {"kafka.bootstrap.servers": "h:1"}
+
+
 def test_realtime_queries_run_with_the_realtime_trigger_in_update_mode():
     feed = example("click-feed")
     plans = plan.query_plans(feed, "/ck")

@@ -23,7 +23,7 @@ class Compiler:
     def __init__(self, spark: SparkSession, app: StreamApp, kafka_options: dict[str, str]):
         self.spark = spark
         self.app = app
-        self.kafka_options = kafka_options
+        self.kafka_options = plan.reader_options(app, kafka_options)  # it reads with them, never writes
         self.items = plan.by_name(app)
         # What the API resolved for each stream (emit mode, event time per step): compiled, not re-derived.
         self.resolved = resolve(app)

@@ -246,6 +246,7 @@ class DeadLetterWriter:
 def for_app(spark, app, plans: list, checkpoint_root: str, options: dict[str, str], metrics,
             interval: float) -> DeadLetterWriter | None:
     """The writer of the sources whose bad records the app's sink queries count; None when none does."""
+    from streamapp_runtime import plan
     from streamapp_runtime.compile.dlq import read_back
     from streamapp_runtime.run import checkpoint_files
     from streamapp_runtime.run.kafka_wait import admin_config
@@ -270,6 +271,7 @@ def for_app(spark, app, plans: list, checkpoint_root: str, options: dict[str, st
         return last_committed_offsets(checkpoint_files.names(contract.join(checkpoint, "commits")),
                                       lambda n: checkpoint_files.read_text(contract.join(offsets, n)))
 
-    return DeadLetterWriter(owned, lambda source, begin, end: read_back(spark, source, options, begin, end),
+    readers = plan.reader_options(app, options)
+    return DeadLetterWriter(owned, lambda source, begin, end: read_back(spark, source, readers, begin, end),
                             lambda name: DeadLetterSink(config, topic, name, exactly_once), metrics, interval,
                             read_initial, read_committed)

@@ -16,7 +16,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql.streaming import DataStreamWriter
 
 from streamapp_runtime.compile.dlq import dead_letters
-from streamapp_runtime.plan import QueryPlan
+from streamapp_runtime.plan import QueryPlan, reader_options
 from streamapp_runtime.run.kafka_wait import admin_config
 from streamapp_runtime.run.settings import postgres_uri
 from streamapp_runtime.sinks import kafka as kafka_sink
@@ -100,7 +100,7 @@ def _postgres_writer(ctx: QueryContext, qp: QueryPlan, df: DataFrame) -> DataStr
 
 def _dlq_frame(ctx: QueryContext, qp: QueryPlan) -> DataFrame:
     source = next(s for s in ctx.app.spec.sources if s.name == qp.reads)
-    return dead_letters(ctx.spark, source, ctx.options)
+    return dead_letters(ctx.spark, source, reader_options(ctx.app, ctx.options))
 
 
 def _dlq_writer(ctx: QueryContext, qp: QueryPlan, df: DataFrame) -> DataStreamWriter:
