@@ -142,7 +142,9 @@ class Kafka(ApiModel):
         max_length=64,
         description="Extra Kafka client options (e.g. 'security.protocol: SASL_SSL'), passed to "
         "consumers and producers. Options Spark manages (group.id, auto.offset.reset, "
-        "(de)serializers, enable.auto.commit, interceptor.classes) are refused.",
+        "(de)serializers, enable.auto.commit, interceptor.classes) are refused. Readers default to "
+        "isolation.level read_committed and, outside real-time mode, fetch.max.wait.ms 50; set "
+        "either here to override it.",
     )
     secret_ref: SecretRef | None = Field(
         default=None,
