@@ -25,7 +25,12 @@ TOPIC, TABLE, VOLUME = f"load-step-{RUN}", f"load_step_{RUN}", f"streamapp-e2e-l
 # quiet node: there one executor processed 2,400 rows/s (2026-11-25 clean-clone run), so ×8 (1,200/s)
 # was 0.5 of it, below the default target utilisation of 0.7, and the operator rightly kept one.
 # ×16 is at least 1.0 of one executor's rate, quiet or busy: the operator asks for maxExecutors, 2.
-BASE_RATE, STEP_RATE, WORK = 150, 2400, 4000
+# With work 4000 one executor then processed 3,900 rows/s in the clean-clone CI of f0d996c
+# (2026-11-26, a busy node), and the operator rightly kept one. That run was the first since
+# micro-batch readers stopped waiting up to 500 ms for a consumer's last prefetch, a wait the
+# producer's 10 bursts a second can trigger; this test did not compare with and without it. Three
+# times the CPU per record keeps the step above one executor's rate, with room.
+BASE_RATE, STEP_RATE, WORK = 150, 2400, 12000
 
 
 def rescaled_in_place(c, count: int):
