@@ -29,15 +29,19 @@ def local_path(location: str) -> str:
 
 
 def _spark(location: str):
+    from pyspark.errors import PySparkRuntimeError
     from pyspark.sql import SparkSession
 
     from streamapp_runtime import spark_compat
 
-    spark = SparkSession.getActiveSession()
-    if spark is None:
+    # The active session is per thread (the JVM's), and a thread Spark or py4j started may have none:
+    # the dead-letter writer, called from such a thread, once failed every try of a whole run on S3
+    # (CI of 9a9febc). The default session is the same one, the runtime's only session.
+    try:
+        return SparkSession.active(), spark_compat
+    except PySparkRuntimeError as exc:  # NO_ACTIVE_OR_DEFAULT_SESSION
         raise UnsupportedLocation(f"checkpoint {location!r}: an object-store location is read through Spark's "
-                                  "Hadoop FileSystem, and no SparkSession is running")
-    return spark, spark_compat
+                                  "Hadoop FileSystem, and no SparkSession is running") from exc
 
 
 def read_text(location: str) -> str | None:
