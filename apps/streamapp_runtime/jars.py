@@ -4,23 +4,30 @@ pyspark from PyPI ships no Kafka connector. This resolves the one matching the i
 (``connector-pom.xml`` beside this file: spark-sql-kafka and its few dependencies Spark does not
 already ship) from Maven Central into ``$STREAMAPP_CACHE/jars/spark-kafka-<spark version>``
 (default ``~/.cache/streamapp``), where ``streamapp run`` finds it. Nothing is downloaded when a
-query starts. The test bed (`make deps`) fills the same folder through this command; the runtime
-image has the jars in Spark's own folder instead.
+query starts. The same folder gets the runtime's own jar, compiled with the JDK's javac against the
+installed pyspark's jars (``jvm/`` beside this file: the JSON fast path of
+``compile.sources``); its name carries a hash of its sources, so a changed source builds it again.
+The test bed (`make deps`) fills the same folder through this command; the runtime image has the
+jars in Spark's own folder instead.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.metadata
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 from pathlib import Path
 
 POM = Path(__file__).resolve().parent / "connector-pom.xml"
 COMPLETE = ".complete"
+JVM_SOURCES = Path(__file__).resolve().parent / "jvm"
+RUNTIME_JAR_PREFIX = "streamapp-runtime-"
 
 
 def spark_version() -> str:
@@ -67,12 +74,46 @@ def resolve(dest: Path, version: str, maven_repo: Path | None = None, offline: b
         jars = sorted(partial.glob("*.jar"))
         if not any(j.name.startswith("spark-sql-kafka-") for j in jars):
             raise RuntimeError(f"mvn resolved no spark-sql-kafka jar for Spark {version}")
+        build_runtime_jar(partial, version)
         (partial / COMPLETE).touch()
         shutil.rmtree(dest, ignore_errors=True)
         partial.rename(dest)
         return sorted(dest.glob("*.jar"))
     finally:
         shutil.rmtree(partial, ignore_errors=True)
+
+
+def runtime_jar_name(version: str) -> str:
+    """The runtime jar's file name: a hash of its Java sources and of the Spark they compile against."""
+    digest = hashlib.sha256(version.encode())
+    for source in sorted(JVM_SOURCES.rglob("*.java")):
+        digest.update(source.relative_to(JVM_SOURCES).as_posix().encode() + b"\0" + source.read_bytes())
+    return f"{RUNTIME_JAR_PREFIX}{digest.hexdigest()[:12]}.jar"
+
+
+def build_runtime_jar(dest: Path, version: str) -> Path:
+    """Compile ``jvm/`` against the installed pyspark's jars into ``dest`` (older builds removed)."""
+    import pyspark
+
+    javac = shutil.which("javac") or (os.environ.get("JAVA_HOME") and str(Path(os.environ["JAVA_HOME"]) / "bin" / "javac"))
+    if not javac or not Path(javac).exists():
+        raise FileNotFoundError("javac not found: the runtime's jar needs a JDK 17 (e.g. `apt-get install openjdk-17-jdk-headless`)")
+    target = Path(dest) / runtime_jar_name(version)
+    classpath = str(Path(pyspark.__file__).parent / "jars" / "*")
+    with tempfile.TemporaryDirectory(prefix="streamapp-jvm-") as classes:
+        sources = [str(p) for p in sorted(JVM_SOURCES.rglob("*.java"))]
+        done = subprocess.run([javac, "--release", "17", "-nowarn", "-cp", classpath, "-d", classes, *sources],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"javac exited {done.returncode} compiling {JVM_SOURCES}:\n{done.stdout}")
+        partial = target.with_suffix(".partial")
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as jar:
+            for path in sorted(Path(classes).rglob("*.class")):
+                jar.write(path, path.relative_to(classes).as_posix())
+    for old in Path(dest).glob(f"{RUNTIME_JAR_PREFIX}*.jar"):
+        old.unlink()
+    partial.rename(target)
+    return target
 
 
 def _made(folder: Path) -> Path:
@@ -93,10 +134,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     version = args.spark_version or spark_version()
     dest = args.dest or default_dir(version)
-    if not args.force and resolved_jars(dest):
-        print(f"{dest}: already resolved")
-        return 0
     try:
+        if not args.force and resolved_jars(dest):
+            if not (dest / runtime_jar_name(version)).is_file():  # resolved before its sources changed
+                print(f"{dest}: built {build_runtime_jar(dest, version).name}")
+            print(f"{dest}: already resolved")
+            return 0
         jars = resolve(dest, version, args.maven_repo, args.offline)
     except (FileNotFoundError, RuntimeError) as exc:
         print(f"streamapp jars: {exc}", file=sys.stderr)

@@ -48,6 +48,7 @@ def test_jars_command_fills_the_user_cache_and_a_run_reads_kafka_with_it(kafka, 
     folder = cache / "jars" / f"spark-kafka-{pyspark.__version__}"
     assert (folder / ".complete").is_file()
     assert {p.name.split("_")[0] for p in folder.glob("spark-*.jar")} == {"spark-sql-kafka-0-10", "spark-token-provider-kafka-0-10"}
+    assert len(list(folder.glob("streamapp-runtime-*.jar"))) == 1, "the runtime's own jar (the JSON fast path)"
     again = subprocess.run([*streamapp, "jars"], env=env, capture_output=True, text=True, timeout=120)
     assert again.returncode == 0 and "already resolved" in again.stdout
 
@@ -57,6 +58,7 @@ def test_jars_command_fills_the_user_cache_and_a_run_reads_kafka_with_it(kafka, 
                          env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)  # fmt: skip
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "no Kafka connector jars" not in run.stderr
+    assert "from_json only" not in run.stdout + run.stderr, "the JSON fast path found its class"
     words = sorted(r["value"]["word"] for r in consume(kafka.bootstrap, out, expect=6))
     assert words == ["A", "A", "A", "B", "B", "C"]
 

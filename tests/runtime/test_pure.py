@@ -99,6 +99,21 @@ def test_micro_batch_readers_wait_briefly_for_a_fetch(name, options, wait):
     assert {k: v for k, v in readers.items() if k != "kafka.fetch.max.wait.ms"} == {"kafka.bootstrap.servers": "h:1"}
 
 
+@pytest.mark.parametrize("schema, layout", [
+    ({"uuid": "string", "time_spent": "long", "ts": "timestamp"}, "uuid:s,time_spent:l,ts:t"),
+    ({"n": "BIGINT", "i": " Integer ", "x": "double", "ok": "boolean", "c": "int"}, "n:l,i:i,x:d,ok:b,c:i"),
+    ({"a": "string", "price": "decimal(10,2)"}, None),  # a type the fast path does not read: from_json alone
+    ({"tags": "array<string>"}, None),
+    ({"day": "date"}, None),
+    ({"at": "timestamp_ntz"}, None),
+    ({}, None),
+])
+def test_the_json_fast_path_reads_flat_schemas_only(schema, layout):
+    from streamapp_runtime.compile.sources import flat_json_layout
+
+    assert flat_json_layout(schema) == layout
+
+
 def test_realtime_queries_run_with_the_realtime_trigger_in_update_mode():
     feed = example("click-feed")
     plans = plan.query_plans(feed, "/ck")

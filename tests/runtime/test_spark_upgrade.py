@@ -42,9 +42,11 @@ def manifest(topic: str, out: str, table: str) -> dict:
 
 def previous_spark() -> tuple[str, dict[str, str]]:
     """The previous Spark's interpreter and what a run on it needs: its own Kafka connector jars and
-    Python workers on the same interpreter."""
+    Python workers on the same interpreter. Not the runtime's own jar: the previous image had none,
+    so its checkpoints were written by plans that read JSON with from_json alone."""
     python = str(installed().previous_spark_python)
-    jars = ",".join(str(p) for p in sorted(installed().previous_spark_kafka_jars.glob("*.jar")))
+    jars = ",".join(str(p) for p in sorted(installed().previous_spark_kafka_jars.glob("*.jar"))
+                    if not p.name.startswith("streamapp-runtime-"))
     return python, {SPARK_JARS_ENV: jars, "PYSPARK_PYTHON": python}
 
 
@@ -83,6 +85,7 @@ def test_a_checkpoint_of_the_previous_spark_is_restored_with_its_state(kafka, po
     old = start_run(path, kafka.bootstrap, checkpoint, old_log, available_now=True, postgres=postgres.dsn,
                     python=old_python, STREAMAPP_PROGRESS_JSON=str(progress), **old_env)
     assert old.wait(400) == 0, old_log.read_text()[-3000:]
+    assert "from_json only" in old_log.read_text(), "the previous image's plan: no JSON fast path"
     assert len(progress_of(query, progress)) >= 2
     assert progress_of(query, progress)[-1]["stateOperators"][0]["numRowsTotal"] > 0, "windows open in the state"
     written_before = len(rows(postgres.dsn, f"SELECT 1 FROM {table}"))
@@ -95,6 +98,7 @@ def test_a_checkpoint_of_the_previous_spark_is_restored_with_its_state(kafka, po
     new = start_run(path, kafka.bootstrap, checkpoint, new_log, available_now=True, postgres=postgres.dsn,
                     STREAMAPP_PROGRESS_JSON=str(new_progress))
     assert new.wait(400) == 0, new_log.read_text()[-3000:]
+    assert "from_json only" not in new_log.read_text(), "the new image reads JSON with the fast path"
     assert rows(postgres.dsn, batches)[0][0] > batches_before, "the new Spark went on from the old batches"
     assert sum(p["numInputRows"] for p in progress_of(query, new_progress)) == len(after) + 1
 
