@@ -27,20 +27,39 @@ import java.util.HashMap;
  * (A timestamp is also left to from_json before the year 1900.)
  *
  * The second argument is the layout, "name:kind,..." with kinds s string, l long, i int, d double,
- * b boolean, t timestamp (streamapp_runtime.plan.flat_json_layout). The row has one more field, the
+ * b boolean, t timestamp (streamapp_runtime.compile.sources.flat_json_layout). The row has one more field, the
  * corrupt-record column, always null here.
  */
 public final class FlatJson implements UDF2<byte[], String, Row> {
   private static final JsonFactory FACTORY = new JsonFactory();
 
-  private transient String layoutText;
-  private transient HashMap<String, Integer> fieldIndex;
-  private transient char[] kinds;
+  /** The layout read once (immutable, so an instance shared by threads sees a whole one). */
+  private static final class Layout {
+    final String text;
+    final HashMap<String, Integer> fieldIndex = new HashMap<>();
+    final char[] kinds;
+
+    Layout(String text) {
+      String[] parts = text.split(",");
+      kinds = new char[parts.length];
+      for (int i = 0; i < parts.length; i++) {
+        int colon = parts[i].lastIndexOf(':');
+        fieldIndex.put(parts[i].substring(0, colon), i);
+        kinds[i] = parts[i].charAt(colon + 1);
+      }
+      this.text = text;
+    }
+  }
+
+  private transient volatile Layout layout;
 
   @Override
-  public Row call(byte[] value, String layout) {
-    if (value == null || layout == null || !plainUtf8Start(value)) return null;
-    if (!layout.equals(layoutText)) readLayout(layout);
+  public Row call(byte[] value, String layoutText) {
+    if (value == null || layoutText == null || !plainUtf8Start(value)) return null;
+    Layout read = layout;
+    if (read == null || !read.text.equals(layoutText)) layout = read = new Layout(layoutText);
+    HashMap<String, Integer> fieldIndex = read.fieldIndex;
+    char[] kinds = read.kinds;
     Object[] fields = new Object[kinds.length + 1];
     boolean[] seen = new boolean[kinds.length];
     try (JsonParser parser = FACTORY.createParser(value, 0, value.length)) {
@@ -56,9 +75,9 @@ public final class FlatJson implements UDF2<byte[], String, Row> {
         if (seen[at]) return null;
         seen[at] = true;
         if (valueToken == JsonToken.VALUE_NULL) continue;
-        Object read = read(parser, valueToken, kinds[at]);
-        if (read == null) return null;
-        fields[at] = read;
+        Object field = read(parser, valueToken, kinds[at]);
+        if (field == null) return null;
+        fields[at] = field;
       }
       if (token != JsonToken.END_OBJECT || parser.nextToken() != null) return null;
     } catch (Exception notStrictJson) {
@@ -132,19 +151,5 @@ public final class FlatJson implements UDF2<byte[], String, Row> {
       value = value * 10 + (c - '0');
     }
     return value;
-  }
-
-  private void readLayout(String layout) {
-    String[] parts = layout.split(",");
-    HashMap<String, Integer> index = new HashMap<>();
-    char[] kindOf = new char[parts.length];
-    for (int i = 0; i < parts.length; i++) {
-      int colon = parts[i].lastIndexOf(':');
-      index.put(parts[i].substring(0, colon), i);
-      kindOf[i] = parts[i].charAt(colon + 1);
-    }
-    fieldIndex = index;
-    kinds = kindOf;
-    layoutText = layout;
   }
 }
