@@ -67,7 +67,7 @@ ENV JAVA_HOME=/opt/java SPARK_HOME=/opt/spark PYSPARK_PYTHON=/opt/venv/bin/pytho
     PYSPARK_DRIVER_PYTHON=/opt/venv/bin/python
 RUN echo /opt/streamapp >"$(/opt/venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/streamapp.pth" \
  && groupadd -g 185 spark && useradd -u 185 -g 185 -d /tmp -M -s /usr/sbin/nologin spark \
- && python -c 'import pyspark, streamapp_runtime.cli' \
+ && python -c 'import pyspark, streamapp_runtime.cli, pyspark.sql.streaming.proto.StateMessage_pb2' \
  && ls /opt/spark/jars/spark-sql-kafka-0-10_*.jar /opt/spark/jars/spark-kubernetes_*.jar \
       /opt/spark/jars/hadoop-aws-*.jar /opt/spark/jars/s3-transfer-manager-*.jar \
       /opt/spark/jars/streamapp-runtime-*.jar >/dev/null

@@ -251,3 +251,16 @@ def name_source(spark, reader, name: str):
         return reader
     return reader.name(name)
 
+
+
+# The column metadata by which Spark's analyzer knows a column carries the query's event-time
+# watermark, and with which delay (EventTimeWatermark.delayKey); withWatermark sets it.
+WATERMARK_DELAY_KEY = "spark.watermarkDelayMs"
+
+
+def carries_watermark(column, name: str, delay_ms: int):
+    """``column`` named ``name``, marked as carrying the watermark the query already has. For a column
+    computed after an operator that passed the watermark through (transformWithState without a clock),
+    where Spark refuses a second withWatermark ("Redefining watermark is disallowed") but a window,
+    a stream join or append mode downstream needs a watermarked column."""
+    return column.alias(name, metadata={WATERMARK_DELAY_KEY: delay_ms})

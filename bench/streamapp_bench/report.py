@@ -273,7 +273,9 @@ def statefns(r: dict, images: str = "bench/results") -> list[str]:
     lines = [f"**State functions** — a running sum and count per key in event-time order (what `accumulate` does), "
              f"{d['n']:,} JSON records on {d['partitions']} partitions, {d['keys']:,} keys, 50,000 per batch, RocksDB, "
              f"to a no-op sink; one local[2] session runs the three once per round, {d['rounds']} rounds interleaved. "
-             "Rows per second of `addBatch` time: medians with the lowest and highest run in brackets.", "",
+             "Rows per second of `addBatch` time: medians with the lowest and highest run in brackets. New checkpoints' "
+             "`accumulate` and table joins run `transformWithState`; older ones keep `applyInPandasWithState` "
+             "(docs/runtime.md, \"Per-key state\").", "",
              "| Python state function | rows/s | ÷ applyInPandasWithState, per round |", "| --- | ---: | ---: |"]
     for variant, rate in d["rows_per_s"].items():
         ratio = d["over_pandas_state"].get(variant)

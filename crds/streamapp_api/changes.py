@@ -31,6 +31,8 @@ class ChangeClass:
     kind: Kind
     why: str = ""  # the reason given; empty: '<field> changed' (or its container's ByField.why)
     reset_proof: bool = False  # stays incompatible even with a state reset (what the reset cannot renew)
+    # The class instead when the field goes from unset to set or back (rather than from one value to another).
+    set_or_unset: "ChangeClass | None" = None
 
 
 @dataclass(frozen=True)

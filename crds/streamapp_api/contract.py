@@ -187,6 +187,11 @@ STATE_STORE_PROVIDERS = {
     "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
 }
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+# The Python state API that keeps accumulate's and table joins' per-key state. A checkpoint's state
+# can be read only by the API that wrote it, so the runtime records the choice in the checkpoint at
+# its first run; this setting (spec.sparkConf) chooses for a new checkpoint only.
+STATE_FUNCTION_CONF = "spark.streamapp.stateFunction"
+STATE_FUNCTIONS = ("transformWithState", "applyInPandasWithState")  # the first: new checkpoints' default
 
 
 def app_sql_conf(store: str) -> dict[str, str]:

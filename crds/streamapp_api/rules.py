@@ -11,7 +11,7 @@ from typing import Iterator
 
 from .base import COLUMN_HELP, COLUMN_PATTERN
 from .checkpoint import VOLUME_FIELDS
-from .contract import SPARK_DRIVER_SCOPE_CONF
+from .contract import SPARK_DRIVER_SCOPE_CONF, STATE_FUNCTION_CONF, STATE_FUNCTIONS
 from .durations import parse_duration
 from .errors import Issue
 from .expressions import sql_problems
@@ -189,6 +189,9 @@ def check_settings(app: StreamApp) -> Iterator[Issue]:
         elif key in SPARK_MANAGED_CONF or key.startswith(_MANAGED_PREFIXES):
             hint = _hint(key)
             yield Issue(path, f"{key!r} is managed by the operator and cannot be set here; {hint}")
+        elif key == STATE_FUNCTION_CONF and value not in STATE_FUNCTIONS:
+            yield Issue(path, f"{value!r} is not a state function: use one of {', '.join(STATE_FUNCTIONS)} "
+                        "(it applies to a new checkpoint only)")
     yield from _check_checkpoint(app)
     yield from _check_capacity(app)
     for role in ("driver", "executor"):

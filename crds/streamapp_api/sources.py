@@ -248,6 +248,10 @@ class Source(ApiModel):
 
 # What a table's join state is keyed by: a change to it leaves that state unusable.
 _TABLE_STATE = ChangeClass("incompatible", "the join state is keyed by the table's topic and key")
+# A ttl needs a processing-time clock in the join's state operator, which the checkpoint fixes: Spark
+# refuses to restore the state when one is set or removed (compile/steps/keyed_state.py).
+_TTL = ChangeClass("restart", set_or_unset=ChangeClass(
+    "incompatible", "setting or removing a ttl changes the join state's timeout, which the checkpoint fixes"))
 
 
 class Table(ApiModel):
@@ -274,7 +278,7 @@ class Table(ApiModel):
     schema_: Annotated[SchemaMap | None, RESTART] = _schema_field(
         "Columns of a JSON value: column name -> Spark SQL type. Required for format json."
     )
-    ttl: Annotated[Duration | None, RESTART] = Field(
+    ttl: Annotated[Duration | None, _TTL] = Field(
         default=None,
         description="Forget keys not updated for this long (bounds state size). Default: keep forever.",
     )

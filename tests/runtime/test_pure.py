@@ -38,6 +38,31 @@ def test_shuffle_partitions_are_kept_once_recorded():
         settings.choose_shuffle_partitions(None, None, "many", counts)
 
 
+ROW_BASED, PANDAS = contract.STATE_FUNCTIONS
+
+
+@pytest.mark.parametrize("recorded, conf, store, chosen", [
+    ({}, None, "rocksdb", (ROW_BASED, "a new checkpoint")),
+    ({}, PANDAS, "rocksdb", (PANDAS, "spark.streamapp.stateFunction")),
+    ({}, None, "hdfs", (PANDAS, "spec.state.store hdfs: transformWithState needs rocksdb")),
+    # recorded: kept, whatever the setting says now
+    ({"shufflePartitions": 4, "stateFunction": PANDAS}, ROW_BASED, "rocksdb", (PANDAS, "recorded in the checkpoint at its first run")),
+    ({"shufflePartitions": 4, "stateFunction": ROW_BASED}, PANDAS, "rocksdb", (ROW_BASED, "recorded in the checkpoint at its first run")),
+    # written before the runtime recorded one: the pandas API's state
+    ({"shufflePartitions": 4, "app": "a"}, ROW_BASED, "rocksdb",
+     (PANDAS, "the checkpoint was written before the runtime recorded its state function")),
+])
+def test_the_state_function_is_chosen_once_per_checkpoint(recorded, conf, store, chosen):
+    assert settings.choose_state_function(recorded, conf, store) == chosen
+
+
+def test_a_state_function_that_cannot_be_used_is_named():
+    with pytest.raises(settings.SettingsError, match=r"spark.streamapp.stateFunction='mapGroupsWithState': expected one of"):
+        settings.choose_state_function({}, "mapGroupsWithState", "rocksdb")
+    with pytest.raises(settings.SettingsError, match="needs spec.state.store rocksdb, not hdfs"):
+        settings.choose_state_function({}, ROW_BASED, "hdfs")
+
+
 def test_properties_and_environment():
     text = "# operator\nspark.master=k8s://https://kubernetes.default.svc\nspark.executor.instances = 3\n\n"
     assert contract.parse_properties(text) == {"spark.master": "k8s://https://kubernetes.default.svc",
@@ -172,6 +197,29 @@ def test_accumulate_folding():
             value = fold(fn, value, x)
         running[fn] = result(fn, value)
     assert running == {"sum": 15, "count": 3, "min": 2, "max": 9, "avg": 5.0, "first": 4, "last": 9}
+
+
+def test_accumulate_carries_running_values_through_a_keys_rows():
+    from streamapp_runtime.compile.steps.accumulate import Running, RunningValues
+
+    running = RunningValues((Running("total", "sum", "x"), Running("n", "count", "x"), Running("mean", "avg", "x")))
+    # a row: its payload, then each running value's argument (count's: 1 where the argument is not null)
+    saved, out = running(None, [("p1", 4, 1, 4), ("p2", None, None, None), ("p3", 2, 1, 2)])
+    assert out == [("p1", 4, 1, 4.0), ("p2", 4, 1, 4.0), ("p3", 6, 2, 3.0)]
+    saved, out = running(saved, [("p4", 3, 1, 3)])  # the next batch goes on from the saved values
+    assert out == [("p4", 9, 3, 3.0)]
+    assert running(None, [])[1] == []
+
+
+def test_a_table_join_meets_each_stream_row_with_the_value_before_it():
+    from streamapp_runtime.compile.steps.table_join import STREAM_SIDE, TABLE_SIDE, LatestTableValue
+
+    latest = LatestTableValue()
+    rows = [(STREAM_SIDE, "s1", False), (TABLE_SIDE, "gold", False), (STREAM_SIDE, "s2", False),
+            (TABLE_SIDE, None, True), (STREAM_SIDE, "s3", False)]
+    assert latest("silver", rows) == (None, [("s1", "silver"), ("s2", "gold"), ("s3", None)])  # None: forget the key
+    assert latest(None, [(TABLE_SIDE, "new", False)]) == ("new", [])
+    assert latest("gold", [(STREAM_SIDE, "s4", False)]) == ("gold", [("s4", "gold")])
 
 
 def test_stream_join_column_names():

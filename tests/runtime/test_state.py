@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from rt_helpers import app, consume, produce, run_available_now, ts
@@ -112,3 +114,102 @@ def test_accumulate_carries_running_totals_across_restarts(kafka, spark, names, 
     got = consume(kafka.bootstrap, out, expect=len(invoices))
     assert {r["key"]: (round(r["value"]["total_points"], 6), r["value"]["invoices"], r["value"]["biggest"],
                        r["value"]["first_invoice"]) for r in got} == want
+
+
+def recorded(checkpoint) -> dict:
+    return json.loads((checkpoint / "streamapp.json").read_text())
+
+
+def state_operators(progress: dict) -> set[str]:
+    return {o["operatorName"] for batches in progress.values() for p in batches for o in p.get("stateOperators") or []}
+
+
+def test_a_checkpoint_of_the_pandas_state_api_keeps_it_and_its_state(kafka, spark, names, tmp_path):
+    """A checkpoint the previous runtime wrote (applyInPandasWithState; streamapp.json without a state
+    function) goes on with that API and its state over a second run: a table join and accumulate,
+    one query each (that API allows one state function a query). A new checkpoint records and runs
+    transformWithState, with the same rows."""
+    invoices, cards, tiers, totals = names("invoices"), names("cards"), names("tiers"), names("totals")
+    for topic in (invoices, cards, tiers, totals):  # one partition each: the output in the order written
+        create_topic(kafka.bootstrap, topic, partitions=1)
+    the_app = app(names("app"), {
+        "sources": [{"name": "invoices", "topic": invoices, "schema": {"invoice": "string", "card": "string",
+                                                                      "amount": "double", "ts": "timestamp"}}],
+        "tables": [{"name": "cards", "topic": cards, "key": "card", "schema": {"card": "string", "tier": "string"}}],
+        "streams": [{"name": "tiers", "from": "invoices", "steps": [{"join": {"table": "cards", "key": "card", "type": "left"}}]},
+                    {"name": "totals", "from": "invoices", "steps": [
+                        {"accumulate": {"key": ["card"], "columns": {"total": "sum(amount)", "n": "count(invoice)"}}}]}],
+        "sinks": [{"from": "tiers", "kafka": {"topic": tiers, "key": "invoice"}},
+                  {"from": "totals", "kafka": {"topic": totals, "key": "invoice"}}],
+    })
+    invoice = lambda i: (f"i{i:02d}", {"invoice": f"i{i:02d}", "card": f"c{i % 2}", "amount": float(i), "ts": ts(i)})
+    produce(kafka.bootstrap, cards, [("c0", {"card": "c0", "tier": "gold"}), ("c1", {"card": "c1", "tier": "silver"})])
+    produce(kafka.bootstrap, invoices, [invoice(i) for i in range(10)])
+    old, new = tmp_path / "old", tmp_path / "new"
+    first = run_available_now(spark, the_app, kafka, old, spark_conf={"spark.streamapp.stateFunction": "applyInPandasWithState"})
+    assert recorded(old)["stateFunction"] == "applyInPandasWithState"
+    # as the previous runtime left it: it recorded the shuffle partitions only
+    (old / "streamapp.json").write_text(json.dumps({k: v for k, v in recorded(old).items() if k != "stateFunction"}))
+    produce(kafka.bootstrap, cards, [("c0", {"card": "c0", "tier": "platinum"})])
+    produce(kafka.bootstrap, invoices, [invoice(i) for i in range(10, 20)])
+    second = run_available_now(spark, the_app, kafka, old)
+    assert recorded(old)["stateFunction"] == "applyInPandasWithState"
+    assert state_operators(first) == state_operators(second) == {"applyInPandasWithState"}
+
+    want_tiers, want_totals, running = {}, {}, {}
+    for i in range(20):
+        card = f"c{i % 2}"
+        want_tiers[f"i{i:02d}"] = {"c0": "gold" if i < 10 else "platinum", "c1": "silver"}[card]
+        total, n = running.get(card, (0.0, 0))
+        running[card] = want_totals[f"i{i:02d}"] = (total + i, n + 1)
+
+    def written(got: list[dict]) -> tuple[dict, dict]:
+        return ({r["key"]: r["value"]["tier"] for r in got if "tier" in r["value"]},
+                {r["key"]: (r["value"]["total"], r["value"]["n"]) for r in got if "total" in r["value"]})
+
+    def read(skip: int) -> list[dict]:
+        return [*consume(kafka.bootstrap, tiers, expect=skip + 20)[skip:], *consume(kafka.bootstrap, totals, expect=skip + 20)[skip:]]
+
+    assert written(read(0)) == (want_tiers, want_totals)
+    # the same input on a new checkpoint, in one run (both topics in Kafka record-time order): the same rows
+    fresh = run_available_now(spark, the_app, kafka, new)
+    assert recorded(new)["stateFunction"] == "transformWithState"
+    assert state_operators(fresh) == {"transformWithStateInPySparkExec"}
+    assert written(read(20)) == (want_tiers, want_totals)
+
+
+def test_windows_after_a_table_join_and_accumulate_close_with_the_sources_watermark(kafka, spark, names, tmp_path):
+    """transformWithState hands the query's watermark on: the event-time column after it is marked as
+    carrying it (packing.rewatermark), so a window downstream closes as the source's watermark passes,
+    and drops what is late for it, while accumulate itself counts every record, late ones too."""
+    clicks, users, out = names("clicks"), names("users"), names("out")
+    for topic in (clicks, users):
+        create_topic(kafka.bootstrap, topic, partitions=1)
+    the_app = app(names("app"), {
+        "sources": [{"name": "clicks", "topic": clicks, "schema": {"user": "string", "ts": "timestamp"},
+                     "eventTime": "ts", "watermark": "10s"}],
+        "tables": [{"name": "users", "topic": users, "key": "user", "schema": {"user": "string", "region": "string"}}],
+        "streams": [{"name": "regions", "from": "clicks", "emit": "final", "steps": [
+            {"join": {"table": "users", "key": "user", "type": "left"}},
+            {"accumulate": {"key": ["user"], "columns": {"nth": "count(ts)"}}},
+            {"window": {"type": "tumbling", "size": "1m"}},
+            {"aggregate": {"groupBy": ["region"], "columns": {"n": "count(*)", "most": "max(nth)"}}}]}],
+        "sinks": [{"from": "regions", "kafka": {"topic": out, "key": "region"}}],
+    })
+    click = lambda user, t: (user, {"user": user, "ts": ts(t)})
+    produce(kafka.bootstrap, users, [("u1", {"user": "u1", "region": "eu"}), ("u2", {"user": "u2", "region": "us"})])
+    produce(kafka.bootstrap, clicks, [click("u1", 0), click("u1", 10), click("u2", 20), click("u1", 30), click("u2", 50),
+                                      click("u2", 200)])  # the watermark passes 60 s: [0, 60) closes
+    first = run_available_now(spark, the_app, kafka, tmp_path)
+    assert state_operators(first) >= {"transformWithStateInPySparkExec"}
+    # u1 at 5 s is late for the window, not for accumulate: u1's count at 400 s is 5
+    produce(kafka.bootstrap, clicks, [click("u1", 5), click("u1", 400), click("u2", 500)])
+    run_available_now(spark, the_app, kafka, tmp_path)
+
+    got = {}
+    for r in consume(kafka.bootstrap, out, expect=4):
+        key = (r["value"]["window_start"][11:19], r["key"])
+        assert key not in got, f"window emitted twice: {key}"
+        got[key] = (r["value"]["n"], r["value"]["most"])
+    assert got == {("00:00:00", "eu"): (3, 3), ("00:00:00", "us"): (2, 2), ("00:03:00", "us"): (1, 3),
+                   ("00:06:00", "eu"): (1, 5)}

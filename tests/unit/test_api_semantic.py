@@ -165,6 +165,8 @@ def test_aggregations_across_streams_count_per_query():
      "spec.sparkConf[spark.dynamicAllocation.enabled]", "managed by the operator"),
     (lambda s: s.update({"sparkConf": {"spark.decommission.enabled": "false"}}),
      "spec.sparkConf[spark.decommission.enabled]", "turns executor decommissioning on"),
+    (lambda s: s.update({"sparkConf": {"spark.streamapp.stateFunction": "pandas"}}),
+     "spec.sparkConf[spark.streamapp.stateFunction]", "use one of transformWithState, applyInPandasWithState"),
     (lambda s: s.update({"deadLetter": {"topic": "clicks"}}), "spec.deadLetter.topic", "also an input topic"),
     (lambda s: s.update({"scaling": {"minExecutors": 3, "maxExecutors": 2}}), "spec.scaling.minExecutors",
      "must not exceed maxExecutors"),

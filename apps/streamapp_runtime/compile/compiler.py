@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pyspark.sql import SparkSession
 
-from streamapp_api import Source, StreamApp, Table, resolve
+from streamapp_api import Source, StreamApp, Table, contract, resolve
 
 from streamapp_runtime import plan
 from streamapp_runtime.compile.frame import Frame
@@ -20,9 +20,11 @@ from streamapp_runtime.compile.steps.table_join import table_join
 
 
 class Compiler:
-    def __init__(self, spark: SparkSession, app: StreamApp, kafka_options: dict[str, str]):
+    def __init__(self, spark: SparkSession, app: StreamApp, kafka_options: dict[str, str],
+                 state_function: str = contract.STATE_FUNCTIONS[0]):
         self.spark = spark
         self.app = app
+        self.state_function = state_function  # of the checkpoint (run.settings.choose_state_function)
         self.kafka_options = plan.reader_options(app, kafka_options)  # it reads with them, never writes
         self.items = plan.by_name(app)
         # What the API resolved for each stream (emit mode, event time per step): compiled, not re-derived.
@@ -89,4 +91,4 @@ class Compiler:
             raise StepError(f"{where}.join.table: {join.table!r} is not a table")
         mode = plan.output_mode(self.emit_of(frame.name))
         return table_join(self.spark, frame, table, join, self.kafka_options, mode, where,
-                          self.source_name(table.name))
+                          self.source_name(table.name), self.state_function)

@@ -35,6 +35,7 @@ class FrameSource(Protocol):
 
     spark: Any
     resolved: Any  # streamapp_api.Resolved
+    state_function: str  # the checkpoint's Python state API (compile/steps/keyed_state.py)
 
     def frame(self, name: str) -> "Frame": ...
 

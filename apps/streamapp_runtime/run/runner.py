@@ -25,7 +25,8 @@ from streamapp_runtime.compile.compiler import Compiler
 from streamapp_runtime.run.consumer_groups import GroupCommitter, admin_commit
 from streamapp_runtime.run.kafka_wait import admin_client, partition_counts
 from streamapp_runtime.run.metrics import Metrics
-from streamapp_runtime.run.settings import Settings, choose_shuffle_partitions, read_recorded, write_recorded
+from streamapp_runtime.run.settings import (Settings, choose_shuffle_partitions, choose_state_function, read_recorded,
+                                            write_recorded)
 from streamapp_runtime.sinks import WRITERS, QueryContext
 
 log = logging.getLogger("streamapp.runtime")
@@ -50,9 +51,9 @@ class Running:
 
 
 def prepare_session(spark, app: StreamApp, settings: Settings, options: dict[str, str], wait: bool = True,
-                    stop: threading.Event | None = None) -> int:
-    """Per-app SQL settings and the checkpoint's shuffle partitions, which the runtime alone decides
-    and records."""
+                    stop: threading.Event | None = None) -> tuple[int, str]:
+    """Per-app SQL settings, and what the runtime alone decides for the checkpoint and records there
+    at its first run: the shuffle partitions and the state function (accumulate, table joins)."""
     apply_app_sql_conf(spark, app, settings.checkpoint_root)
     counts = partition_counts(options, plan.input_topics(app), wait=wait, stop=stop)
     check_task_slots(spark, app, counts)
@@ -62,11 +63,15 @@ def prepare_session(spark, app: StreamApp, settings: Settings, options: dict[str
         grow_into = contract.shuffle_partitions_to_grow_into(app.spec.scaling.max_executors, app.spec.executor.cores)
     partitions, why = choose_shuffle_partitions(recorded.get("shufflePartitions"), app.spec.shuffle_partitions,
                                                 settings.spark_conf.get(contract.SHUFFLE_PARTITIONS), counts, grow_into)
-    if recorded.get("shufflePartitions") is None:
-        write_recorded(settings.checkpoint_root, {**recorded, "shufflePartitions": partitions, "app": app.metadata.name})
+    state_function, state_why = choose_state_function(recorded, settings.spark_conf.get(contract.STATE_FUNCTION_CONF),
+                                                      app.spec.state.store)
+    chosen = {"shufflePartitions": partitions, "stateFunction": state_function}
+    if any(recorded.get(k) is None for k in chosen):
+        write_recorded(settings.checkpoint_root, {**recorded, **chosen, "app": app.metadata.name})
     spark.conf.set(contract.SHUFFLE_PARTITIONS, str(partitions))
     log.info("shuffle partitions: %d (%s)", partitions, why)
-    return partitions
+    log.info("state function: %s (%s)", state_function, state_why)
+    return partitions, state_function
 
 
 def apply_app_sql_conf(spark, app: StreamApp, checkpoint_root: str) -> None:
@@ -120,7 +125,7 @@ def start(spark, app: StreamApp, settings: Settings, quiet: bool = False, wait_f
     options = plan.kafka_options(app, settings.kafka_override, settings.kafka_env_options)
     owner = fence.Fence(settings.checkpoint_root, fence.owner_id(dict(os.environ)))
     owner.take()
-    partitions = prepare_session(spark, app, settings, options, wait=wait_for_topics, stop=stop_requested)
+    partitions, state_function = prepare_session(spark, app, settings, options, wait=wait_for_topics, stop=stop_requested)
     plans = plan.query_plans(app, settings.checkpoint_root, settings.console, settings.available_now)
     metrics = Metrics(app.metadata.name, plan.topic_sources(app), {p.name: p.reads for p in plans if p.kind == "dlq"})
     metrics.shuffle_partitions.labels(app.metadata.name).set(partitions)
@@ -133,7 +138,7 @@ def start(spark, app: StreamApp, settings: Settings, quiet: bool = False, wait_f
     running.listener = ProgressListener(metrics, {p.name for p in plans}, quiet=quiet, committer=running.committer,
                                         dead_letter_writer=running.dead_letter_writer)
     spark.streams.addListener(running.listener)
-    ctx = QueryContext(spark, Compiler(spark, app, options), app, settings, options, metrics)
+    ctx = QueryContext(spark, Compiler(spark, app, options, state_function), app, settings, options, metrics)
     running.restart = lambda qp: start_query(ctx, qp)
     try:
         for qp in plans:

@@ -145,6 +145,32 @@ def choose_shuffle_partitions(recorded: int | None, spec_value: int | None, conf
     return chosen, why
 
 
+def choose_state_function(recorded: dict, conf_value: str | None, store: str) -> tuple[str, str]:
+    """The Python state API of this checkpoint's accumulate and table-join state, and why. Pure.
+
+    The state is readable only by the API that wrote it, so once recorded the choice never changes.
+    A checkpoint recorded without one was written before the runtime chose: applyInPandasWithState,
+    the only API there was. A new one takes transformWithState (row-based, 2.10x the rows per second,
+    docs/runtime.md), unless spark.streamapp.stateFunction says otherwise; transformWithState needs
+    the RocksDB state store."""
+    row_based, pandas = contract.STATE_FUNCTIONS
+    if recorded.get("stateFunction") is not None:
+        return recorded["stateFunction"], "recorded in the checkpoint at its first run"
+    if recorded:
+        return pandas, "the checkpoint was written before the runtime recorded its state function"
+    if conf_value is not None and conf_value not in contract.STATE_FUNCTIONS:
+        raise SettingsError(f"{contract.STATE_FUNCTION_CONF}={conf_value!r}: expected one of "
+                            f"{', '.join(contract.STATE_FUNCTIONS)}")
+    if store != "rocksdb":
+        if conf_value == row_based:
+            raise SettingsError(f"{contract.STATE_FUNCTION_CONF}={row_based}: it needs spec.state.store rocksdb, "
+                                f"not {store}")
+        return pandas, f"spec.state.store {store}: transformWithState needs rocksdb"
+    if conf_value is not None:
+        return conf_value, contract.STATE_FUNCTION_CONF
+    return row_based, "a new checkpoint"
+
+
 def read_recorded(root: str) -> dict:
     location = checkpoint_files.join(root, STATE_FILE)
     text = checkpoint_files.read_text(location)
@@ -153,7 +179,8 @@ def read_recorded(root: str) -> dict:
     try:
         return json.loads(text)
     except ValueError as exc:
-        raise SettingsError(f"{location}: unreadable ({exc}); it records the shuffle partitions of this checkpoint") from exc
+        raise SettingsError(f"{location}: unreadable ({exc}); it records the shuffle partitions and the state "
+                            "function of this checkpoint") from exc
 
 
 def write_recorded(root: str, data: dict) -> None:

@@ -67,6 +67,8 @@ def _fields(model: type[BaseModel], old: dict, new: dict, path: str, default_why
         where, field = f"{path}.{key}", fields[key]
         declared = declaration(field)
         if isinstance(declared, ChangeClass):
+            if declared.set_or_unset is not None and (a is None) != (b is None):
+                declared = declared.set_or_unset
             yield Change(declared.kind, where, declared.why or default_why(where, key), declared.reset_proof)
         elif isinstance(declared, ByField):
             nested_why = (lambda _p, _n: declared.why) if declared.why else _path_changed

@@ -68,7 +68,7 @@ def apply_steps(compiler: FrameSource, stream: Stream, path: str, frame: Frame) 
             elif kind == "join":
                 frame = stream_join(frame, compiler.frame(value.stream), value, where)
             elif kind == "accumulate":
-                frame = accumulate(frame, value, compiler.emit_of(stream.name), where)
+                frame = accumulate(frame, value, compiler.emit_of(stream.name), where, compiler.state_function)
             elif kind == "dedupe":
                 frame = dedupe(frame, value, where)
             else:

@@ -1,8 +1,9 @@
 """accumulate: running values per key, carried across records, batches and restarts.
 
 Each input row comes out with the key's running values (this row included). The values live in the
-state store (applyInPandasWithState); rows of one key within a batch are folded in event-time, then
-offset, order. Nulls are skipped, as SQL aggregates skip them.
+state store (keyed_state: transformWithState, or applyInPandasWithState on older checkpoints); rows of
+one key within a batch are folded in event-time, then offset, order. Nulls are skipped, as SQL
+aggregates skip them.
 """
 
 from __future__ import annotations
@@ -10,10 +11,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Iterator
-
 from pyspark.sql import functions as F
-from pyspark.sql.streaming.state import GroupStateTimeout
 from pyspark.sql.types import BooleanType, DataType, DecimalType, FractionalType, IntegralType
 
 from streamapp_api import Accumulate
@@ -21,6 +19,7 @@ from streamapp_api.steps import ACCUMULATE_FUNCTIONS
 from streamapp_api.durations import parse_duration
 
 from streamapp_runtime.compile.frame import Frame, StepError
+from streamapp_runtime.compile.steps.keyed_state import KeyedFold, keyed_fold, passes_watermark
 from streamapp_runtime.compile.steps.packing import ORDER_OFFSET, ORDER_TIME, PAYLOAD, order_columns, pack, rewatermark, unpack
 
 _CALL = re.compile(r"^\s*(" + "|".join(ACCUMULATE_FUNCTIONS) + r")\s*\((.+)\)\s*$", re.IGNORECASE | re.DOTALL)
@@ -92,46 +91,23 @@ def result(fn: str, running):
     return running
 
 
-def _python(value):
-    """pandas/numpy scalars -> plain Python (None for missing)."""
-    if value is None:
-        return None
-    try:
-        import pandas as pd
+@dataclass(frozen=True)
+class RunningValues:
+    """accumulate's fold (keyed_state.Fold): the key's running values, saved as JSON, carried through
+    its rows (payload, argument values...) in order; each row comes out with the values after it. Pure."""
 
-        if pd.isna(value):
-            return None
-    except (TypeError, ValueError):
-        pass
-    return value.item() if hasattr(value, "item") else value
+    runnings: tuple[Running, ...]
 
-
-def _state_fn(runnings: list[Running], ttl_ms: int | None):
-    import pandas as pd
-
-    def step(key, batches: Iterator["pd.DataFrame"], state) -> Iterator["pd.DataFrame"]:
-        if state.hasTimedOut:
-            state.remove()
-            return
-        values = json.loads(state.get[0]) if state.exists else {}
-        frames = [b for b in batches if len(b)]
-        if not frames:
-            return
-        rows = pd.concat(frames).sort_values([ORDER_TIME, ORDER_OFFSET], kind="stable", na_position="first")
-        out = {PAYLOAD: list(rows[PAYLOAD])}
-        columns = {r.name: [] for r in runnings}
-        for i in range(len(rows)):
-            for k, r in enumerate(runnings):
-                values[r.name] = fold(r.fn, values.get(r.name), _python(rows[f"__a{k}"].iat[i]))
-                columns[r.name].append(result(r.fn, values.get(r.name)))
-        for k, r in enumerate(runnings):
-            out[f"__a{k}"] = columns[r.name]
-        state.update((json.dumps(values),))
-        if ttl_ms:
-            state.setTimeoutDuration(ttl_ms)
-        yield pd.DataFrame(out)
-
-    return step
+    def __call__(self, saved: str | None, rows: list[tuple]) -> tuple[str, list[tuple]]:
+        values = json.loads(saved) if saved is not None else {}
+        out = []
+        for payload, *args in rows:
+            after = []
+            for r, value in zip(self.runnings, args):
+                values[r.name] = fold(r.fn, values.get(r.name), value)
+                after.append(result(r.fn, values[r.name]))
+            out.append((payload, *after))
+        return json.dumps(values), out
 
 
 def _carried(r: Running, carrier: str):
@@ -141,7 +117,7 @@ def _carried(r: Running, carrier: str):
     return F.expr(r.arg).cast(carrier)
 
 
-def accumulate(frame: Frame, value: Accumulate, emit: str, where: str) -> Frame:
+def accumulate(frame: Frame, value: Accumulate, emit: str, where: str, state_function: str) -> Frame:
     df = frame.df
     runnings = parse_columns(value.columns, where)
     for k, column in enumerate(value.key):
@@ -154,12 +130,12 @@ def accumulate(frame: Frame, value: Accumulate, emit: str, where: str) -> Frame:
         *[_carried(r, carriers[k]).alias(f"__a{k}") for k, r in enumerate(runnings)],
     )
     ttl_ms = int(parse_duration(value.ttl).total_seconds() * 1000) if value.ttl else None
-    out_ddl = ", ".join([f"{PAYLOAD} string"] + [f"__a{k} {t}" for k, t in enumerate(carriers)])
+    arguments = [f"__a{k}" for k in range(len(runnings))]
+    running = KeyedFold(RunningValues(tuple(runnings)), (PAYLOAD, *arguments), (ORDER_TIME, ORDER_OFFSET),
+                        ((PAYLOAD, "string"), *zip(arguments, carriers)), "values", ttl_ms)
     mode = "append" if emit == "final" else "update"
-    done = inputs.groupBy(*[f"__k{k}" for k in range(len(value.key))]).applyInPandasWithState(
-        _state_fn(runnings, ttl_ms), out_ddl, "values string", mode,
-        GroupStateTimeout.ProcessingTimeTimeout if ttl_ms else GroupStateTimeout.NoTimeout,
-    )
+    grouped = inputs.groupBy(*[f"__k{k}" for k in range(len(value.key))])
+    done = keyed_fold(grouped, running, mode, state_function)
     restored = []
     for k, r in enumerate(runnings):
         column = F.col(f"__a{k}")
@@ -168,4 +144,4 @@ def accumulate(frame: Frame, value: Accumulate, emit: str, where: str) -> Frame:
         restored.append(column.alias(r.name))
     kept = [c for c, f in zip(unpack(done, df.schema), df.schema.fields) if f.name not in value.columns]
     out = done.select(*kept, *restored)
-    return rewatermark(frame, out)
+    return rewatermark(frame, out, passes_watermark(running, state_function))

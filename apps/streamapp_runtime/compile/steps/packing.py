@@ -10,7 +10,9 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from streamapp_api.durations import spark_interval
+from streamapp_api.durations import parse_duration, spark_interval
+
+from streamapp_runtime import spark_compat
 
 from streamapp_runtime.compile.frame import Frame
 from streamapp_runtime.compile.sources import JSON_OPTIONS
@@ -39,8 +41,14 @@ def unpack(df: DataFrame, schema: StructType, column: str = PAYLOAD) -> list[Col
     return [parsed.getField(field.name).alias(field.name) for field in schema.fields]
 
 
-def rewatermark(frame: Frame, df: DataFrame) -> Frame:
-    """A row that went through a state function lost its event-time mark; declare it again."""
-    if frame.watermark is not None and frame.event_time in df.columns:
-        df = df.withWatermark(frame.event_time, spark_interval(frame.watermark))
-    return frame.with_df(df)
+def rewatermark(frame: Frame, df: DataFrame, passed_through: bool = False) -> Frame:
+    """A row that went through a state function lost its event-time mark; declare it again. When the
+    state operator passed the query's watermark through (``passed_through``: keyed_state), Spark
+    refuses a second declaration: the event-time column is marked as carrying the one it has."""
+    if frame.watermark is None or frame.event_time not in df.columns:
+        return frame.with_df(df)
+    if passed_through:
+        delay_ms = int(parse_duration(frame.watermark).total_seconds() * 1000)
+        marked = spark_compat.carries_watermark(F.col(f"`{frame.event_time}`"), frame.event_time, delay_ms)
+        return frame.with_df(df.select(*[marked if c == frame.event_time else F.col(f"`{c}`") for c in df.columns]))
+    return frame.with_df(df.withWatermark(frame.event_time, spark_interval(frame.watermark)))

@@ -1,25 +1,25 @@
 """Tables (KTable) and stream-table joins, with real streaming state.
 
 The table's changelog topic and the stream are unioned and grouped by the join key; a Python state
-function (applyInPandasWithState) keeps the latest table value per key in the state store. Table
-records update or (null value) delete it; each stream record is joined with the value the key has
-when the record is processed, so later updates never change records already emitted, and a record
-never sees an update that comes after it. Within one micro-batch both sides are processed in order of
+function (keyed_state: transformWithState, or applyInPandasWithState on older checkpoints) keeps the
+latest table value per key in the state store. Table records update or (null value) delete it; each
+stream record is joined with the value the key has when the record is processed, so later updates
+never change records already emitted, and a record never sees an update that comes after it. Within one micro-batch both sides are processed in order of
 Kafka record time (the only clock both topics share), table before stream on a tie, then offset.
 """
 
 from __future__ import annotations
 
-from typing import Iterator
+from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.streaming.state import GroupStateTimeout
 
 from streamapp_api import Join, Table
 from streamapp_api.durations import parse_duration
 
 from streamapp_runtime.compile.frame import Frame, StepError
+from streamapp_runtime.compile.steps.keyed_state import KeyedFold, keyed_fold, passes_watermark
 from streamapp_runtime.compile.steps.packing import ORDER_OFFSET, ORDER_TIME, PAYLOAD, order_columns, pack, rewatermark, unpack
 from streamapp_runtime.compile.sources import ERROR, parse, read_kafka
 
@@ -46,39 +46,23 @@ def table_changes(spark: SparkSession, table: Table, options: dict[str, str], na
     )
 
 
-def _join_state(ttl_ms: int | None):
-    import pandas as pd
+@dataclass(frozen=True)
+class LatestTableValue:
+    """The table join's fold (keyed_state.Fold): the key's latest table value, carried through its
+    rows (side, payload, deleted) in order; each stream row comes out with the value it met. Pure."""
 
-    def step(key, batches: Iterator["pd.DataFrame"], state) -> Iterator["pd.DataFrame"]:
-        if state.hasTimedOut:
-            state.remove()
-            return
-        current = state.get[0] if state.exists else None
-        frames = [b for b in batches if len(b)]
-        if not frames:
-            return
-        rows = pd.concat(frames).sort_values([ORDER_TIME, SIDE, ORDER_OFFSET], kind="stable", na_position="first")
-        out_payload, out_table = [], []
-        for side, payload, deleted in zip(rows[SIDE], rows[PAYLOAD], rows[DELETED]):
+    def __call__(self, saved: str | None, rows: list[tuple]) -> tuple[str | None, list[tuple]]:
+        current, out = saved, []
+        for side, payload, deleted in rows:
             if side == TABLE_SIDE:
                 current = None if deleted else payload
             else:
-                out_payload.append(payload)
-                out_table.append(current)
-        if current is None:
-            state.remove()
-        else:
-            state.update((current,))
-            if ttl_ms:
-                state.setTimeoutDuration(ttl_ms)
-        if out_payload:
-            yield pd.DataFrame({PAYLOAD: out_payload, TABLE_VALUE: out_table})
-
-    return step
+                out.append((payload, current))
+        return current, out
 
 
 def table_join(spark: SparkSession, frame: Frame, table: Table, join: Join, options: dict[str, str],
-               output_mode: str, where: str, name: str) -> Frame:
+               output_mode: str, where: str, name: str, state_function: str) -> Frame:
     df = frame.df
     key = join.key or "_key"
     if key not in df.columns:
@@ -89,13 +73,9 @@ def table_join(spark: SparkSession, frame: Frame, table: Table, join: Join, opti
     )
     both = stream_side.unionByName(table_changes(spark, table, options, name))
     ttl_ms = int(parse_duration(table.ttl).total_seconds() * 1000) if table.ttl else None
-    joined = both.groupBy(JOIN_KEY).applyInPandasWithState(
-        _join_state(ttl_ms),
-        f"{PAYLOAD} string, {TABLE_VALUE} string",
-        "value string",
-        output_mode,
-        GroupStateTimeout.ProcessingTimeTimeout if ttl_ms else GroupStateTimeout.NoTimeout,
-    )
+    latest = KeyedFold(LatestTableValue(), (SIDE, PAYLOAD, DELETED), (ORDER_TIME, SIDE, ORDER_OFFSET),
+                       ((PAYLOAD, "string"), (TABLE_VALUE, "string")), "value", ttl_ms)
+    joined = keyed_fold(both.groupBy(JOIN_KEY), latest, output_mode, state_function)
     if join.type == "inner":
         joined = joined.where(F.col(TABLE_VALUE).isNotNull())
     values = sorted(table.value_columns())
@@ -104,4 +84,4 @@ def table_join(spark: SparkSession, frame: Frame, table: Table, join: Join, opti
     prefix = table.name.replace("-", "_")
     names = {c: (f"{prefix}_{c}" if c in df.columns else c) for c in values}
     out = joined.select(*unpack(joined, df.schema), *[table_struct.getField(c).alias(n) for c, n in names.items()])
-    return rewatermark(frame, out)
+    return rewatermark(frame, out, passes_watermark(latest, state_function))
