@@ -33,7 +33,8 @@ BENCHES = {
     "dataplane": (("kafka", "postgres"), lambda tb, wd, a: dataplane.run(
         tb, wd, n=a.n, partitions=a.partitions, live_seconds=a.live_seconds, max_offsets=a.max_offsets or max(a.n // 50, 1000),
         users=a.users, timeout=a.timeout, rounds_of_each=a.rounds, min_seconds=a.min_seconds, only=a.engines,
-        warm_seconds=a.warm_seconds, results=a.results)),
+        warm_seconds=a.warm_seconds, results=a.results,
+        first_n=dataplane.previous_sizes(a.results / "dataplane.json", a.n, a.min_seconds))),
     # delivery exactly-once against at-least-once on the Kafka sink (issue 19)
     "delivery": (("kafka",), lambda tb, wd, a: delivery.run(
         tb, wd, n=a.delivery_n, partitions=a.partitions, max_offsets=max(a.delivery_n // 30, 1000), users=a.users,

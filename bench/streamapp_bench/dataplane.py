@@ -220,15 +220,19 @@ class Backlogs:
 
 
 class ThroughputRounds:
-    """One engine's run in one round. Its first run decides the backlog of all its rounds: N; or, when
-    the engine wrote output for less than `min_seconds` there, a larger one; or, when it is so slow that
-    N would take it more than three times `min_seconds`, a smaller one (that first run is stopped once
-    it has shown its rate). The first run is then kept as `at_default_n` and the round's run is made
-    again on the backlog decided."""
+    """One engine's run in one round. Its first run decides the backlog of all its rounds: the one it ran
+    on; or, when the engine wrote output for less than `min_seconds` there, a larger one; or, when it is
+    so slow that it would take more than three times `min_seconds`, a smaller one (that first run is
+    stopped once it has shown its rate). Then the first run is kept (as `at_default_n` when it ran on N)
+    and the round's run is made again on the backlog decided. The first run is on N, or on the backlog
+    the previous results decided for the engine (`first_n`, see `previous_sizes`): the same rule then
+    keeps it, unless the engine got faster or slower, and the extra run it costs is saved."""
 
-    def __init__(self, bed, base: engines.Run, backlogs: Backlogs, n: int, min_seconds: float, timeout: float):
+    def __init__(self, bed, base: engines.Run, backlogs: Backlogs, n: int, min_seconds: float, timeout: float,
+                 first_n: dict[str, int] | None = None):
         self.bed, self.base, self.backlogs, self.n = bed, base, backlogs, n
         self.min_seconds, self.timeout = min_seconds, timeout
+        self.first_n = first_n or {}
         self.size: dict[str, int] = {}  # engine → its backlog's N (the raw consumer: its passes)
 
     def run(self, i: int, engine: str) -> dict:
@@ -241,11 +245,14 @@ class ThroughputRounds:
             return out
         if engine in self.size:
             return self._at(i, engine, self.size[engine])
-        out = self._at(i, engine, self.n, probe_seconds=self.min_seconds, tag="-first")
-        self.size[engine] = measure.decided_n(self.backlogs.of(self.n)[1], out, self.min_seconds)
-        if self.size[engine] != self.n or out.get("stopped_early"):  # again, on the backlog decided
+        first = self.first_n.get(engine, self.n)
+        out = self._at(i, engine, first, probe_seconds=self.min_seconds, tag="-first")
+        self.size[engine] = measure.decided_n(self.backlogs.of(first)[1], out, self.min_seconds)
+        if self.size[engine] != first or out.get("stopped_early"):  # again, on the backlog decided
             at_n = {k: out[k] for k in ("events_per_s", "output_seconds", "measured_seconds", "stopped_early") if k in out}
-            out = {**self._at(i, engine, self.size[engine]), "at_default_n": at_n}
+            out = {**self._at(i, engine, self.size[engine]), **({"at_default_n": at_n} if first == self.n else {})}
+        if first != self.n:
+            out["first_n"] = first
         return out
 
     def _at(self, i: int, engine: str, n: int, probe_seconds: float = 0, tag: str = "") -> dict:
@@ -256,13 +263,28 @@ class ThroughputRounds:
         return {**out, "n": produced} if n != self.n else out
 
 
+def previous_sizes(path: Path, n: int, min_seconds: float) -> dict[str, int]:
+    """engine → the backlog the data-plane results at ``path`` decided for it, when they were measured
+    with the same N and `min_seconds` (else, or without results, nothing): where each engine's first
+    run starts (ThroughputRounds)."""
+    try:
+        previous = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    if previous.get("args", {}).get("n") != n or previous.get("args", {}).get("min_seconds") != min_seconds:
+        return {}
+    figures = previous.get("result", {}).get("throughput", {})
+    return {engine: f["n"] for engine, f in figures.items() if isinstance(f.get("n"), int) and f["n"] != n}
+
+
 def run(bed, workdir: Path, n: int, partitions: int, live_seconds: float, max_offsets: int, users: int,
         timeout: float, rounds_of_each: int = 3, engines_to_run=("runtime", "handwritten", "kstreams"),
         min_seconds: float = 60, variants=("runtime-nodlq", "handwritten-plain"), only: tuple[str, ...] = (),
-        warm_seconds: float = WARM_SECONDS, results: Path | None = None) -> dict:
+        warm_seconds: float = WARM_SECONDS, results: Path | None = None, first_n: dict[str, int] | None = None) -> dict:
     """Every engine `rounds_of_each` times, interleaved (a, a′, b, c, d, d, c, b, a′, a, …) on the same backlog,
     then the latency runs interleaved the same way, then the DB writes. ``only``: measure just these
-    engines' sustained rates (and "raw"), skipping latency and DB writes. ``results``: where the PNGs go."""
+    engines' sustained rates (and "raw"), skipping latency and DB writes. ``results``: where the PNGs go.
+    ``first_n``: the backlog each engine's first run starts from (`previous_sizes`; default N)."""
     unknown = set(only) - set(engines.ENGINES) - {"raw"}
     if unknown:
         raise ValueError(f"unknown engines {', '.join(sorted(unknown))}; known: {', '.join([*engines.ENGINES, 'raw'])}")
@@ -280,7 +302,7 @@ def run(bed, workdir: Path, n: int, partitions: int, live_seconds: float, max_of
     # every other round reversed: on a shared machine the last run of a round was the slowest of it in 4
     # of 6 rounds whatever engine it was (docs/runtime.md, "Speed"), so no engine always goes last
     result["order"] = rounds.interleave(measured, rounds_of_each, alternate=True)
-    each = ThroughputRounds(bed, base, backlogs, n, min_seconds, timeout)
+    each = ThroughputRounds(bed, base, backlogs, n, min_seconds, timeout, first_n)
     runs: dict[str, list[dict]] = {e: [] for e in measured}
     for i, engine in result["order"]:
         runs[engine].append({**each.run(i, engine), "round": i})

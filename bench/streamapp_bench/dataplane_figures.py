@@ -31,15 +31,15 @@ def in_order(engines: Sequence[str]) -> list[str]:
 
 def throughput_figures(runs: dict[str, list[dict]]) -> dict:
     """Per engine: events/s and seconds measured, median (min–max) over its rounds; the backlog it ran on
-    (the same in every round; `n` only when larger than the default N, with `at_default_n`: what its
-    first run at N gave), the raw consumer's passes, the batch profile of the run nearest the median;
+    (the same in every round; `n` only when other than the default N, with `at_default_n`: what its
+    first run at N gave, or `first_n`: the backlog its first run started from, the previous results'), the raw consumer's passes, the batch profile of the run nearest the median;
     then the runs themselves."""
     out = {}
     for engine, rs in runs.items():
         first, middle = (rs[0] if rs else {}), (median_run(rs) or {})
         out[engine] = {"events_per_s": spread([r.get("events_per_s") for r in rs]),
                        "measured_seconds": spread([r.get("measured_seconds") for r in rs]),
-                       **{k: first[k] for k in ("n", "at_default_n", "passes") if k in first},
+                       **{k: first[k] for k in ("n", "at_default_n", "first_n", "passes") if k in first},
                        **({"batch_profile": middle["batch_profile"]} if middle.get("batch_profile") else {}),
                        "runs": [{k: v for k, v in r.items() if k != "at_default_n"} for r in rs]}
     return out

@@ -88,6 +88,10 @@ def dataplane(r: dict, images: str = "bench/results") -> list[str]:
         lines += ["", f"Engines that at N worked less than {minimum:g} s, or would have worked more than "
                   f"{3 * minimum:g} s, ran on a larger or smaller backlog (its N in the row) in every round, "
                   f"decided by their first run: {'; '.join(again)}."]
+    resumed = [f"{short_name(e)} {t[e]['first_n']:,}" for e in t if t[e].get("first_n") and not t[e].get("at_default_n")]
+    if resumed:
+        lines += ["", f"First runs started from the backlog the previous results decided (the same rule kept or "
+                  f"changed it; its N in the row): {', '.join(resumed)}."]
     short = [f"{short_name(e)} {run['output_seconds']:.0f} s (round {run.get('round', 0) + 1})" for e in t
              for run in t[e]["runs"] if run.get("output_seconds") is not None and run["output_seconds"] < minimum]
     if short:
@@ -270,9 +274,10 @@ def realtime(r: dict, images: str = "bench/results") -> list[str]:
 
 def statefns(r: dict, images: str = "bench/results") -> list[str]:
     d = r["result"]
-    lines = [f"**State functions** — a running sum and count per key in event-time order (what `accumulate` does), "
-             f"{d['n']:,} JSON records on {d['partitions']} partitions, {d['keys']:,} keys, 50,000 per batch, RocksDB, "
-             f"to a no-op sink; one local[2] session runs the three once per round, {d['rounds']} rounds interleaved. "
+    lines = [f"**State functions** — the runtime's `accumulate` step (a running sum and count per key, in event-time "
+             f"order) compiled with each Python state API, {d['n']:,} JSON records on {d['partitions']} partitions, "
+             f"{d['keys']:,} keys, 50,000 per batch, RocksDB, to a no-op sink; one local[2] session runs each once per "
+             f"round, {d['rounds']} rounds interleaved. "
              "Rows per second of `addBatch` time: medians with the lowest and highest run in brackets. New checkpoints' "
              "`accumulate` and table joins run `transformWithState`; older ones keep `applyInPandasWithState` "
              "(docs/runtime.md, \"Per-key state\").", "",

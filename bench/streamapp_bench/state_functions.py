@@ -1,9 +1,10 @@
-"""The state-functions bench (issue 17 §1, "measure before you switch"): the Python state function the
-runtime's accumulate and table joins use today, `applyInPandasWithState`, against Spark 4.x's
-`transformWithState` (row-based, 4.1+) and `transformWithStateInPandas`, each folding a running sum
-and count per key in event-time order — accumulate's work — over the same Kafka backlog, with the
-RocksDB state store, to a no-op sink. One Spark session runs every variant once per round,
-interleaved; rows per second of `addBatch` time, medians with their spread, ratios per round.
+"""The state-functions bench (issue 17 §1): the runtime's `accumulate` step — a running sum and count per
+key in event-time order — compiled with each of the Python state APIs its checkpoints may have
+(compile/steps/keyed_state.py): `applyInPandasWithState` (checkpoints written before the switch) and
+`transformWithState` (row-based, Spark 4.1+, new checkpoints), over the same Kafka backlog, with the
+RocksDB state store, to a no-op sink. One Spark session runs each once per round, interleaved; rows
+per second of `addBatch` time, medians with their spread, ratios per round. (The first version
+compared hand-written folds, `transformWithStateInPandas` too: docs/runtime.md, "Spark 4.2".)
 
 python -m streamapp_bench.state_functions BOOTSTRAP TOPIC ROUNDS OUT.json   (the job; `run` starts it)
 """
@@ -25,9 +26,8 @@ from .engines import ENV
 from .rounds import per_round_ratio, spread
 
 log = logging.getLogger("bench.statefns")
-VARIANTS = ("applyInPandasWithState", "transformWithState", "transformWithStateInPandas")
+VARIANTS = ("applyInPandasWithState", "transformWithState")  # contract.STATE_FUNCTIONS, the older first
 KEYS = 2000
-OUT = "k string, off long, total double, n long"
 
 
 def backlog(n: int, seed: int = 1) -> Iterator[tuple[str, str]]:
@@ -59,65 +59,18 @@ def run(bed, workdir: Path, n: int, rounds: int, partitions: int, timeout: float
 
 
 def _variants():
-    """name -> a function of the input frame giving the running values per row."""
-    import pandas as pd
-    from pyspark.sql import Row
-    from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
-    from pyspark.sql.streaming.state import GroupStateTimeout
+    """name -> a function of the input frame giving the running values per row: the runtime's own
+    accumulate step, compiled with each Python state API (compile/steps/keyed_state.py)."""
+    from streamapp_api import Accumulate
+    from streamapp_runtime.compile.frame import Frame
+    from streamapp_runtime.compile.steps.accumulate import accumulate
 
-    def ordered(frames):
-        return pd.concat(frames).sort_values(["ts", "off"], kind="stable")
+    step = Accumulate.model_validate({"key": ["k"], "columns": {"total": "sum(amount)", "n": "count(amount)"}})
 
-    def running(amounts, total: float, n: int) -> tuple[list, list, float, int]:
-        totals, ns = [], []
-        for amount in amounts:
-            if not pd.isna(amount):
-                total, n = total + float(amount), n + 1
-            totals.append(total)
-            ns.append(n)
-        return totals, ns, total, n
+    def compiled(api: str):
+        return lambda df: accumulate(Frame(df, "ts", None, "statefns"), step, "updates", "statefns", api).df
 
-    def pandas_state(df):
-        def step(key, batches, state):
-            frames = [b for b in batches if len(b)]
-            if not frames:
-                return
-            rows = ordered(frames)
-            totals, ns, total, n = running(rows["amount"], *(state.get if state.exists else (0.0, 0)))
-            state.update((total, n))
-            yield pd.DataFrame({"k": key[0], "off": rows["off"].values, "total": totals, "n": ns})
-        return df.groupBy("k").applyInPandasWithState(step, OUT, "total double, n long", "update",
-                                                      GroupStateTimeout.NoTimeout)
-
-    class RowFold(StatefulProcessor):
-        def init(self, handle: StatefulProcessorHandle) -> None:
-            self.running = handle.getValueState("running", "total double, n long")
-
-        def handleInputRows(self, key, rows, timerValues):
-            total, n = self.running.get() if self.running.exists() else (0.0, 0)
-            for r in sorted(rows, key=lambda r: (r.ts, r.off)):
-                if r.amount is not None:
-                    total, n = total + r.amount, n + 1
-                yield Row(k=key[0], off=r.off, total=total, n=n)
-            self.running.update((total, n))
-
-        def close(self) -> None:
-            pass
-
-    class PandasFold(RowFold):
-        def handleInputRows(self, key, rows, timerValues):
-            frames = [b for b in rows if len(b)]
-            if not frames:
-                return
-            rows = ordered(frames)
-            totals, ns, total, n = running(rows["amount"], *(self.running.get() if self.running.exists() else (0.0, 0)))
-            self.running.update((total, n))
-            yield pd.DataFrame({"k": key[0], "off": rows["off"].values, "total": totals, "n": ns})
-
-    return {"applyInPandasWithState": pandas_state,
-            "transformWithState": lambda df: df.groupBy("k").transformWithState(RowFold(), OUT, "Update", "None"),
-            "transformWithStateInPandas": lambda df: df.groupBy("k").transformWithStateInPandas(
-                PandasFold(), OUT, "Update", "None")}
+    return {api: compiled(api) for api in VARIANTS}
 
 
 def main(argv: list[str]) -> int:
@@ -145,7 +98,7 @@ def main(argv: list[str]) -> int:
             raw = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
                    .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "50000").load())
             df = raw.select(F.from_json(F.col("value").cast("string"), "k string, amount double, ts timestamp").alias("v"),
-                            F.col("offset").alias("off")).select("v.*", "off")
+                            F.col("offset").alias("_offset")).select("v.*", "_offset")
             query = (variants[name](df).writeStream.format("noop").outputMode("update")
                      .option("checkpointLocation", str(out.parent / f"checkpoint-{name}-{i}"))
                      .trigger(availableNow=True).start())

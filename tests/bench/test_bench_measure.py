@@ -169,3 +169,18 @@ def test_an_engines_first_run_decides_the_backlog_of_its_rounds(first_run, expec
     from streamapp_bench.measure import decided_n
 
     assert decided_n(5_000_000, first_run, 30) == expected
+
+
+def test_first_runs_start_from_the_backlogs_the_previous_results_decided_for_the_same_n(tmp_path):
+    from streamapp_bench.dataplane import previous_sizes
+
+    path = tmp_path / "dataplane.json"
+    assert previous_sizes(path, 5_000_000, 30) == {}  # no previous results
+    throughput = {"runtime": {"n": 7_000_000}, "handwritten": {}, "handwritten-plain": {"n": 1_000_000},
+                  "raw": {"passes": 4}}
+    path.write_text(json.dumps({"args": {"n": 5_000_000, "min_seconds": 30}, "result": {"throughput": throughput}}))
+    assert previous_sizes(path, 5_000_000, 30) == {"runtime": 7_000_000, "handwritten-plain": 1_000_000}
+    assert previous_sizes(path, 1_000_000, 30) == {}  # another N (--quick): decided afresh
+    assert previous_sizes(path, 5_000_000, 60) == {}
+    path.write_text("{not json")
+    assert previous_sizes(path, 5_000_000, 30) == {}

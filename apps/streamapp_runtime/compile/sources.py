@@ -68,7 +68,8 @@ def _fast_json(spark: SparkSession, schema: dict[str, str], ddl: str) -> Column 
         return None
     name = "streamapp_json_" + hashlib.sha256(ddl.encode()).hexdigest()[:12]
     try:
-        spark.udf.registerJavaFunction(name, FAST_JSON_CLASS, ddl)
+        if not spark.catalog.functionExists(name):  # one registration a session: Spark warns on each replacement
+            spark.udf.registerJavaFunction(name, FAST_JSON_CLASS, ddl)
     except Exception as exc:  # noqa: BLE001 - no runtime jar on the classpath: from_json reads every record
         if not _fast_json_failed:
             log.warning("JSON is read with Spark's from_json only (%s is not on the classpath: run `streamapp jars`): %s",

@@ -121,10 +121,12 @@ class _RowFold(StatefulProcessor):
         columns = [fields.index(c) for c in self.fold.columns]
         rows.sort(key=lambda r: tuple((r[i] is not None, r[i]) for i in order))  # stable: then arrival
         saved = self.saved.get()
-        new, out = self.fold.fold(None if saved is None else saved[0], [tuple(r[i] for i in columns) for r in rows])
-        if new is not None:
-            self.saved.update((new,))  # which restarts its TTL too
-        elif saved is not None:
+        before = None if saved is None else saved[0]
+        new, out = self.fold.fold(before, [tuple(r[i] for i in columns) for r in rows])
+        # each state call is a round trip to the JVM: none when nothing changed, unless the save restarts a TTL
+        if new is not None and (new != before or self.fold.ttl_ms):
+            self.saved.update((new,))
+        elif new is None and saved is not None:
             self.saved.clear()
         for values in out:
             yield self.out_row(*values)
