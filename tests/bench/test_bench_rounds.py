@@ -149,6 +149,17 @@ def test_the_first_run_of_each_engine_decides_the_backlog_of_all_its_rounds(monk
     calls.clear()
     assert each.run(1, "slow")["n"] == 1_000_000 and calls == [("slow", 1_000_000, 0)]
 
+    # started from the previous results' backlogs: kept where the rule keeps them, no sizing run
+    calls.clear()
+    each = dataplane.ThroughputRounds(None, base, _Backlogs(), 3_000_000, min_seconds=30, timeout=60,
+                                      first_n={"fast": 12_000_000, "slow": 1_000_000, "fine": 30_000_000})
+    first = {e: each.run(0, e) for e in rates}
+    assert [(e, n) for e, n, _ in calls] == [("fast", 12_000_000), ("fine", 30_000_000), ("fine", 4_000_000),
+                                             ("slow", 1_000_000)]
+    assert first["fast"]["n"] == 12_000_000 and first["fast"]["first_n"] == 12_000_000 and "at_default_n" not in first["fast"]
+    assert first["slow"]["n"] == 1_000_000 and not first["slow"].get("stopped_early")
+    assert first["fine"]["n"] == 4_000_000 and first["fine"]["first_n"] == 30_000_000  # too slow for it: made smaller
+
 
 def test_the_readme_table_shows_medians_with_their_spread_and_the_ratios_per_round(tmp_path):
     from streamapp_bench import report
