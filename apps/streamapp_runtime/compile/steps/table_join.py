@@ -40,7 +40,7 @@ def table_changes(spark: SparkSession, table: Table, options: dict[str, str], na
     values = sorted(table.value_columns())
     payload = F.to_json(F.struct(*[F.col(c) for c in values]))
     return df.select(
-        key.alias(JOIN_KEY), F.lit(TABLE_SIDE).alias(SIDE), F.col("_timestamp").alias(ORDER_TIME),
+        key.alias(JOIN_KEY), F.lit(TABLE_SIDE).alias(SIDE), F.unix_micros(F.col("_timestamp")).alias(ORDER_TIME),
         F.col("_offset").alias(ORDER_OFFSET), F.when(deleted, None).otherwise(payload).alias(PAYLOAD),
         deleted.alias(DELETED),
     )
