@@ -12,6 +12,7 @@ from datetime import datetime, timedelta, timezone
 
 from streamapp_api import Policy, StreamApp
 from streamapp_api.checkpoint import CheckpointDefault
+from streamapp_api.policy import kafka_secret_issues
 
 from . import names
 from .act.apply import execute
@@ -74,6 +75,9 @@ def observe(kube: Kube, body: dict, pod: dict | None, children: dict,
     if app is None:
         return Observed(app=None, issues=tuple(issues), **common), None
     secret = kube_observe.kafka_secret(kube, namespace, app)
+    refused = kafka_secret_issues(app, secret or {}, policy)  # its keys become client options of the driver
+    if refused:
+        return Observed(app=None, issues=tuple(refused), **common), None
     probe = kafka_observe.Probe.of(app, secret) if secret is not None else None
     driver = kube_observe.driver(pod)
     if driver.pod.state != "running":

@@ -92,6 +92,12 @@ def test_environment_references_in_spark_properties_are_expanded():
         settings.expand_env(given, {})
 
 
+@pytest.mark.parametrize("value", ["${env:AWS_SECRET_ACCESS_KEY}", "x${system:user.home}", "${HOME}"])
+def test_only_the_operators_keys_refer_to_the_environment(value):
+    with pytest.raises(settings.SettingsError, match=r"spark.sql.session.timeZone holds '\$\{'"):
+        settings.expand_env({"spark.sql.session.timeZone": value}, {"AWS_SECRET_ACCESS_KEY": "s", "HOME": "/"})
+
+
 def test_query_plans_of_the_examples():
     clicks = example("click-sessions")
     plans = plan.query_plans(clicks, "/ck")

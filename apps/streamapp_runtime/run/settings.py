@@ -36,13 +36,22 @@ class Settings:
 
 
 _ENV_REF = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
+# The keys the operator writes with a reference to the driver's environment (render/config.py). An
+# author's value holding '${' would read the driver's environment (admission refuses it; so does this).
+ENV_EXPANDED_KEYS = frozenset({"spark.master"})
 
 
 def expand_env(conf: dict[str, str], environ: dict[str, str], origin: str = "spark.properties") -> dict[str, str]:
-    """``${env:NAME}`` in a value -> the variable's value (Spark's own reference syntax, which Spark
-    expands only for some keys; the operator writes ``spark.master`` with it). A reference to a variable
-    that is not set is an error naming the key."""
+    """``${env:NAME}`` in the operator's own values (ENV_EXPANDED_KEYS) -> the variable's value (Spark's
+    own reference syntax, which Spark expands only for some keys). A reference to a variable that is not
+    set, and any '${' in another key's value, is an error naming the key."""
     def value(key: str, text: str) -> str:
+        if "${" not in text:
+            return text
+        if key not in ENV_EXPANDED_KEYS:
+            raise SettingsError(f"{origin}: {key} holds '${{', a reference to the driver's environment or system "
+                                f"properties; only {', '.join(sorted(ENV_EXPANDED_KEYS))} may refer to them")
+
         def sub(match: re.Match) -> str:
             if match.group(1) not in environ:
                 raise SettingsError(f"{origin}: {key} refers to ${{env:{match.group(1)}}}, which is not set")

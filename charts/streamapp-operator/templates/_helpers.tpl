@@ -128,5 +128,5 @@ What the operator does through the API server. Kept next to the operator's code 
 {{/* The policy file: images default to the repository of the runtime image. */}}
 {{- define "streamapp-operator.policy" -}}
 {{- $images := .Values.policy.images | default (list (regexReplaceAll "[:@][^/]*$" (include "streamapp-operator.runtimeImage" .) "")) -}}
-{{- toYaml (dict "images" $images "sparkConf" .Values.policy.sparkConf "functions" .Values.policy.functions "kafkaOptions" .Values.policy.kafkaOptions) -}}
+{{- toYaml (merge (dict "images" $images) (omit .Values.policy "images")) -}}
 {{- end -}}
