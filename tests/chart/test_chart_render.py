@@ -202,6 +202,18 @@ def test_policy_values_become_the_operators_policy_file():
     assert {"name": "policy", "configMap": {"name": one(docs, "ConfigMap", "-policy")["metadata"]["name"]}} in pod["volumes"]
 
 
+def test_the_charts_policy_defaults_are_the_operators():
+    """A policy file from the chart's defaults loosens nothing that Policy() (no file) refuses."""
+    from streamapp_api import Policy
+
+    policy = Policy.from_mapping(yaml.safe_load(one(render(), "ConfigMap", "-policy")["data"]["policy.yaml"]))
+    assert policy.model_dump(exclude={"images"}) == Policy().model_dump(exclude={"images"})
+    docs = render("policy.endpoints.allow={127.0.0.1}", "policy.pods.tolerations.everyTaint=true")
+    policy = Policy.from_mapping(yaml.safe_load(one(docs, "ConfigMap", "-policy")["data"]["policy.yaml"]))
+    assert policy.endpoints.allow == ("127.0.0.1",) and policy.pods.tolerations.every_taint
+    assert policy.pods.tolerations.refuse == Policy().pods.tolerations.refuse
+
+
 @pytest.mark.parametrize("registry", ["registry.example.com/team", "127.0.0.1:5000/", "r.example:443"])
 def test_image_registry_prefixes_the_operator_image_the_runtime_image_and_the_policy(registry):
     """Where `make push REGISTRY=...` put both images (README, "Run it on your cluster")."""

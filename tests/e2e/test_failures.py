@@ -88,10 +88,10 @@ def _why(c, name: str, reasons: tuple[str, ...]):
 
 def test_an_image_that_cannot_be_pulled(operator, topic):
     c = operator
-    _app(c, "no-image", topic, image=f"streamapp/runtime:{VERSION}-does-not-exist", imagePullPolicy="Never")
+    _app(c, "no-image", topic, image=f"docker.io/streamapp/runtime:{VERSION}-does-not-exist", imagePullPolicy="Never")
     ready = wait_for("ImagePullFailed", lambda: (r := _ready(c, "no-image")).get("reason") == "ImagePullFailed" and r,
                      timeout=WITHIN + 30)  # the pod's scheduling and the kubelet's first try included
-    assert f"image streamapp/runtime:{VERSION}-does-not-exist cannot be pulled (ErrImageNeverPull" in ready["message"]
+    assert f"image docker.io/streamapp/runtime:{VERSION}-does-not-exist cannot be pulled (ErrImageNeverPull" in ready["message"]
     assert "ImagePullFailed" in c.kubectl("get", "sapp", "no-image", "-n", NS).stdout
     _gone(c, "no-image")
 

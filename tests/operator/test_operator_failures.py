@@ -104,3 +104,26 @@ def test_a_failed_driver_is_kept_for_inspection_and_its_last_words_reach_status_
                       lambda: cluster.running_driver("app", not_uid=first["metadata"]["uid"]), timeout=40)
     assert second and len(cluster.driver_pods("app")) == 1
     assert cluster.status("app")["lastRestart"]["message"] == said  # kept until the next restart
+
+
+def test_a_kafka_secret_with_a_refused_option_marks_the_app_invalid_and_starts_no_driver(cluster, kafka):
+    """The Secret's keys become the driver's Kafka client options: they pass the policy as spec.kafka.options
+    do (credentials aside), read by the operator before a driver starts."""
+    topic = unique("lines")
+    create_topic(kafka.bootstrap, topic, partitions=1)
+    cluster.pv_for("bad-secret")
+    cluster.kubectl("create", "secret", "generic", "kafka-opts", "--from-literal=CONFIG_PROVIDERS=file",
+                    "--from-literal=security.protocol=PLAINTEXT")
+    cluster.apply(simple_app("bad-secret", cluster.namespace, kafka.bootstrap, topic,
+                             kafka={"bootstrapServers": kafka.bootstrap, "secretRef": {"name": "kafka-opts"}}))
+    condition = wait_for("SpecValid False naming the Secret's key", lambda: (
+        (c := cluster.condition("bad-secret", "SpecValid")).get("status") == "False"
+        and "CONFIG_PROVIDERS" in c.get("message", "") and c), timeout=WITHIN)
+    assert "spec.kafka.secretRef" in condition["message"] and "loads code" in condition["message"]
+    assert cluster.status("bad-secret")["phase"] == "Invalid"
+    assert cluster.driver("bad-secret") is None
+
+    # the key goes: the app starts
+    cluster.kubectl("delete", "secret", "kafka-opts")
+    cluster.kubectl("create", "secret", "generic", "kafka-opts", "--from-literal=security.protocol=PLAINTEXT")
+    wait_for("a driver once the Secret holds only safe options", lambda: cluster.driver("bad-secret"), timeout=WITHIN)
