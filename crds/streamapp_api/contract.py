@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import re
 
+# spark.properties is written and read by one codec, whose reader is exactly its writer's inverse.
+from .properties import SPARK_PROPERTIES_FILE, PropertiesError, format_properties, parse_properties  # noqa: F401
+
 # --- the ConfigMap, mounted read-only in the driver pod -----------------------------------------
 CONFIG_DIR = "/etc/streamapp"
 MANIFEST_FILE = "streamapp.yaml"
-SPARK_PROPERTIES_FILE = "spark.properties"
 EXECUTOR_TEMPLATE_FILE = "executor-template.yaml"
 
 # --- the environment of the driver container ----------------------------------------------------
@@ -108,7 +110,7 @@ TERMINATION_MESSAGE_LIMIT = 4096  # bytes: the kubelet keeps no more of it
 # The reasons the runtime names (the first word of its message): an error of the pipeline itself (an
 # expression, a sink's table, ...), and Kafka refusing the app (credentials, offsets gone, records
 # refused). Kafka out of reach is never fatal: the runtime waits and retries (kafka_wait, recovery).
-TERMINATION_REASONS = ("PipelineError", "KafkaError")
+TERMINATION_REASONS = ("PipelineError", "KafkaError", "Refused")  # Refused: REFUSED_REASON, below
 
 # --- the checkpoint -------------------------------------------------------------------------------
 CHECKPOINT_MOUNT = "/var/lib/streamapp/checkpoint"
@@ -202,38 +204,10 @@ def app_sql_conf(store: str) -> dict[str, str]:
         "spark.sql.streaming.stateStore.providerClass": STATE_STORE_PROVIDERS[store],
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         "spark.sql.session.timeZone": "UTC",
+        # Spark would replace ${...} in SQL text (from its conf, the environment, system properties)
+        # before parsing it: a string literal could open up after the admission check has read it.
+        SQL_VARIABLE_SUBSTITUTE: "false",
     }
-
-
-# --- spark.properties -----------------------------------------------------------------------------
-class PropertiesError(ValueError):
-    """A spark.properties line that cannot be read; the message names the file and the line."""
-
-
-def format_properties(props: dict[str, str]) -> str:
-    """One ``key=value`` a line, in the order given. A value may not span lines."""
-    for key, value in props.items():
-        if "\n" in value or "\n" in key or "=" in key:
-            raise PropertiesError(f"{key!r}: a spark.properties key has no '=' and neither part a newline")
-    return "".join(f"{key}={value}\n" for key, value in props.items())
-
-
-_LINE = re.compile(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$")
-
-
-def parse_properties(text: str, origin: str = SPARK_PROPERTIES_FILE) -> dict[str, str]:
-    """``key=value`` lines (also ``key: value`` and ``key value``, as Spark's own file allows;
-    ``#``/``!`` comments and blank lines ignored) → dict. A bad line is named with its number."""
-    conf: dict[str, str] = {}
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line or line.startswith(("#", "!")):
-            continue
-        match = _LINE.match(line)
-        if match is None:
-            raise PropertiesError(f"{origin}:{number}: expected 'key=value', got {raw!r}")
-        conf[match.group(1)] = match.group(2).strip()
-    return conf
 
 
 # --- the driver's reach through the API server ----------------------------------------------------
@@ -245,3 +219,31 @@ SPARK_DRIVER_SCOPE_CONF = {
     "spark.kubernetes.driver.ownPersistentVolumeClaim": "false",  # executors mount the app's own claim
     "spark.kubernetes.driver.reusePersistentVolumeClaim": "false",
 }
+
+
+# --- what the driver refuses to run: the cluster policy's refused SQL functions -------------------
+# The admission check reads expressions with sqlglot; Spark parses them with its own parser. So the
+# driver checks again where Spark parses (runtime run/plan_guard.py): every expression site read by
+# Spark's parser, then every query's analysed plan by expression class, before any query starts. The
+# operator writes the policy's functions.refuse into spark.properties under this key (comma-separated,
+# lower-case; empty: none refused); authors cannot set it (rules.py SPARK_MANAGED_CONF). Without it
+# (``streamapp run`` on a laptop) the runtime refuses the default list.
+REFUSED_FUNCTIONS_CONF = "spark.streamapp.refusedFunctions"
+DEFAULT_REFUSED_FUNCTIONS = ("reflect", "java_method", "try_reflect")
+# The setting every app runs with false (app_sql_conf): Spark's ${...} substitution in SQL text.
+SQL_VARIABLE_SUBSTITUTE = "spark.sql.variable.substitute"
+# The first word of the termination message of a driver that refused its app: the same spec would be
+# refused again, so the operator does not restart it (phase Failed until the spec changes).
+REFUSED_REASON = "Refused"
+
+
+def format_refused_functions(names) -> str:
+    """The value of REFUSED_FUNCTIONS_CONF for these function names."""
+    return ",".join(sorted({name.strip().lower() for name in names if name.strip()}))
+
+
+def parse_refused_functions(value: str | None) -> frozenset[str]:
+    """The refused function names a driver was given; the default list when it was given none."""
+    if value is None:
+        return frozenset(DEFAULT_REFUSED_FUNCTIONS)
+    return frozenset(name.strip().lower() for name in value.split(",") if name.strip())

@@ -8,6 +8,7 @@ from pydantic import ValidationError
 
 from .checkpoint import CheckpointDefault, with_checkpoint_defaults
 from .errors import InvalidSpec, Issue, issues_from_validation_error
+from .limits import document_issues
 from .policy import Policy, check_policy
 from .semantic import check
 from .spec import StreamApp
@@ -22,6 +23,17 @@ def parse(document: Any, policy: Policy | None = None,
     (``with_checkpoint_defaults``: the operator passes its default location)."""
     if not isinstance(document, dict):
         return None, [Issue("(document)", f"a StreamApp manifest is a mapping, got {type(document).__name__}")]
+    bounds = document_issues(document)  # before any parser sees it: size, depth, characters
+    if bounds:
+        return None, bounds
+    try:
+        return _checked(document, policy, checkpoint)
+    except RecursionError:  # a bound above should have said which field; never fail without an answer
+        return None, [Issue("(document)", "nests too deeply to be checked; simplify the expressions")]
+
+
+def _checked(document: dict, policy: Policy | None,
+             checkpoint: CheckpointDefault | None) -> tuple[StreamApp | None, list[Issue]]:
     try:
         app = StreamApp.model_validate(with_checkpoint_defaults(document, checkpoint))
     except ValidationError as exc:

@@ -44,13 +44,34 @@ _PATTERN_HELP = {
 }
 
 
+MAX_SHOWN = 60  # characters of an author's text quoted in a message
+MAX_PATH = 300
+MAX_MESSAGE = 1000
+
+
+def shown(text: str, limit: int = MAX_SHOWN) -> str:
+    """``text`` quoted for a message, cut to ``limit`` characters (a value may be megabytes long)."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... ({len(text)} characters)"
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
 @dataclass(frozen=True, order=True)
 class Issue:
-    """One finding: where (a field path such as spec.streams[0].steps[2].window.advance) and what."""
+    """One finding: where (a field path such as spec.streams[0].steps[2].window.advance) and what.
+    Both are cut to a bounded length: a path holds the author's keys, a message may quote values."""
 
     path: str
     message: str
     severity: Literal["error", "warning"] = "error"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", _cut(self.path, MAX_PATH))
+        object.__setattr__(self, "message", _cut(self.message, MAX_MESSAGE))
 
     def __str__(self) -> str:
         prefix = "" if self.severity == "error" else "warning: "

@@ -89,11 +89,45 @@ def _parse_message(exc: Exception) -> str:
     return f"does not parse: {what}{where}"
 
 
+_BACKSLASH_AT_LINE_END = re.compile(r"\\\r?\n|\\\r")
+
+
+def text_problem(text: str) -> str | None:
+    """Why an SQL text is refused before it is parsed: what Spark reads differently from this check.
+
+    Spark substitutes ``${...}`` variables into SQL text before parsing it (from settings and the
+    environment); it nests block comments (``/* /* */ ... */`` is one comment) and reads ``/*+`` as
+    a hint; a backslash at the end of a line continues a ``--`` comment. In each case a call the
+    check sees as commented out, or as text, could run in Spark, or the reverse; so none is allowed.
+    The driver checks the plans Spark analysed as well (docs/security.md)."""
+    if "${" in text:
+        return "holds '${': Spark would substitute variables into the text; not allowed"
+    if "/*+" in text:
+        return "holds a hint comment ('/*+'); comments other than plain ones are not allowed"
+    if _BACKSLASH_AT_LINE_END.search(text):
+        return "holds a backslash at the end of a line (Spark continues a '--' comment there); not allowed"
+    start = text.find("/*")
+    while start != -1:
+        end = text.find("*/", start + 2)
+        inner = text[start + 2:len(text) if end == -1 else end]
+        if "/*" in inner:
+            return "holds a comment inside a comment (Spark nests them, this check does not); not allowed"
+        start = -1 if end == -1 else text.find("/*", end + 2)
+    return None
+
+
 def _tokens(text: str) -> list:
     return sqlglot.Dialect.get_or_raise(DIALECT).tokenize(text)
 
 
 def _parse(text: str) -> list[exp.Expression | None]:
+    try:
+        return _parse_once(text)
+    except RecursionError:  # sqlglot's parser recurses per nesting level (parentheses, NOT, unary minus)
+        raise ParseError("it nests too deeply to be read (split it into several steps or withColumns)") from None
+
+
+def _parse_once(text: str) -> list[exp.Expression | None]:
     try:
         return sqlglot.parse(text, read=DIALECT)
     except ParseError:
@@ -164,6 +198,9 @@ def parse_expression(text: str) -> Expression:
     """One Spark SQL expression (a filter, a select item, a withColumns value, ...), described."""
     if not text.strip():
         return Expression(text, error="is empty")
+    problem = text_problem(text)
+    if problem is not None:
+        return Expression(text, error=problem)
     try:
         trees = [t for t in _parse(text) if t is not None]
     except (ParseError, TokenError) as exc:
@@ -255,6 +292,9 @@ def sql_problems(text: str) -> tuple[str, ...]:
     """Why an ``sql`` step's text would be refused: it must be exactly one SELECT statement (or a set
     operation of SELECTs) reading only the input view, common table expressions of its own, and
     generator functions, and running no script (TRANSFORM ... USING). Empty when it is fine."""
+    problem = text_problem(text)
+    if problem is not None:
+        return (problem,)
     try:
         tokens = _tokens(text)
     except TokenError as exc:

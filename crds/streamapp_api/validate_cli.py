@@ -17,6 +17,7 @@ import yaml
 
 from .document import parse
 from .errors import InvalidSpec, Issue
+from .limits import MAX_NODES, MAX_TEXT_BYTES
 from .policy import Policy
 from .spec import GROUP, KIND
 
@@ -84,16 +85,67 @@ def _is_other_kind(doc: Any) -> str | None:
     return None
 
 
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return list(node.value) if isinstance(node, yaml.SequenceNode) else []
+
+
+def expanded_size(root: yaml.Node, limit: int = MAX_NODES) -> int:
+    """How many values ``root`` holds with every alias expanded, counted on the node graph (an alias
+    is a shared node: memoised, so a billion laughs costs one visit per node); more than ``limit``
+    (also for an alias that refers to itself) returns ``limit + 1``."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, finished = stack.pop()
+        if finished:
+            open_nodes.discard(id(node))
+            sizes[id(node)] = min(limit + 1, 1 + sum(sizes[id(child)] for child in _children(node)))
+            continue
+        if id(node) in sizes:
+            continue
+        open_nodes.add(id(node))
+        stack.append((node, True))
+        for child in _children(node):
+            if id(child) in open_nodes:
+                return limit + 1
+            if id(child) not in sizes:
+                stack.append((child, False))
+    return sizes[id(root)]
+
+
+def load_documents(text: str) -> tuple[list[tuple[Any, yaml.Node]], Issue | None]:
+    """(document, node) of every YAML document in ``text``, or the Issue that stops reading it: too
+    large, not YAML, nested deeper than the reader goes, or aliases that expand beyond the bounds."""
+    size = len(text.encode("utf-8", errors="replace"))
+    if size > MAX_TEXT_BYTES:
+        return [], Issue("(file)", f"is {size} bytes long; a manifest file may hold at most {MAX_TEXT_BYTES}")
+    try:
+        nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
+        for node in nodes:
+            if node is not None and expanded_size(node) > MAX_NODES:
+                return [], Issue("(yaml)", f"holds more than {MAX_NODES} values once its aliases (*name) are "
+                                 "expanded, or an alias that refers to itself")
+        return [(None if node is None else yaml.SafeLoader("").construct_document(node), node) for node in nodes], None
+    except RecursionError:
+        return [], Issue("(yaml)", "nests mappings or lists deeper than can be read")
+
+
 def check_text(text: str, file: str, policy: Policy | None = None) -> list[Report]:
     """Reports for every document of one YAML text, under ``policy`` (default: ``Policy()``)."""
     policy = policy if policy is not None else Policy()
     try:
-        docs = list(yaml.safe_load_all(text))
-        nodes = list(yaml.compose_all(text))
+        loaded, problem = load_documents(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
         return [Report(file, 0, None, [(Issue("(yaml)", f"not valid YAML: {getattr(exc, 'problem', exc)}"), line)])]
+    if problem is not None:
+        return [Report(file, 0, None, [(problem, 1)])]
+    docs = [doc for doc, _ in loaded]
+    nodes = [node for _, node in loaded]
     reports = []
     for index, (doc, node) in enumerate(zip(docs, nodes)):
         if doc is None:

@@ -42,9 +42,23 @@ def verdict(new: dict, old: dict | None, policy: Policy) -> Verdict:
     if old is not None and old.get("spec") == new.get("spec"):
         return Verdict((), ())
     document = {k: v for k, v in new.items() if k != "status"}
-    _, issues = parse(document, policy)
-    return Verdict(tuple(f"{i.path}: {i.message}" for i in issues if i.severity == "error"),
-                   tuple(f"{i.path}: {i.message}" for i in issues if i.severity != "error"))
+    try:
+        _, issues = parse(document, policy)
+    except Exception as exc:  # noqa: BLE001 - refuse what cannot be checked, with an answer, never a 500
+        log.exception("admission: the check failed on %s", (new.get("metadata") or {}).get("name"))
+        return Verdict((f"(document): could not be checked ({type(exc).__name__}); refused",), ())
+    errors = [f"{i.path}: {i.message}" for i in issues if i.severity == "error"]
+    warnings = [f"{i.path}: {i.message}" for i in issues if i.severity != "error"]
+    return Verdict(_at_most(errors), _at_most(warnings))
+
+
+MAX_REPORTED = 40  # findings per answer: every one names its field, and the answer stays small
+
+
+def _at_most(findings: list[str]) -> tuple[str, ...]:
+    if len(findings) <= MAX_REPORTED:
+        return tuple(findings)
+    return (*findings[:MAX_REPORTED], f"... and {len(findings) - MAX_REPORTED} more (streamapp validate lists all)")
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,10 @@
 
 Each starts with comment lines naming what its refusal must say:
   # expect: <field path the refusal names (the reported path is this field or one inside it)>
-  # refused-by: apiserver | validate   (apiserver: the CRD schema or CEL refuses it; validate: the
-  #                                      API's and the policy's checks: streamapp validate and the
-  #                                      operator's admission webhook)
+  # refused-by: apiserver | validate | yaml   (apiserver: the CRD schema or CEL refuses it; validate:
+  #                                      the API's and the policy's checks: streamapp validate and the
+  #                                      operator's admission webhook; yaml: the file cannot be read
+  #                                      as a manifest, by streamapp validate nor by kubectl)
   # message: <fragment of the message>
   # why: <what is wrong, in words>
 """
