@@ -132,9 +132,12 @@ def execute(app, settings, conf: dict[str, str], choose_local_master: bool = Fal
         return 0
     except Exception as exc:
         from streamapp_runtime import spark_compat
-        from streamapp_runtime.run import termination
+        from streamapp_runtime.run import plan_guard, termination
 
         log.error("%s", str(exc).split("\n")[0])
+        if isinstance(exc, plan_guard.AppRefused):  # as a settings error: the same app is refused every time
+            termination.write(termination.refused(exc.refusals))
+            return 2
         termination.write(termination.message(termination.of_exception(exc, spark_compat.jvm_stack_trace(exc))))
         return 1
     finally:

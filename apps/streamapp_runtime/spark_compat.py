@@ -264,3 +264,84 @@ def carries_watermark(column, name: str, delay_ms: int):
     where Spark refuses a second withWatermark ("Redefining watermark is disallowed") but a window,
     a stream join or append mode downstream needs a watermarked column."""
     return column.alias(name, metadata={WATERMARK_DELAY_KEY: delay_ms})
+
+
+# --- What Spark itself reads in SQL text, and what an analysed plan would run (run/plan_guard.py) ---
+# The admission check reads expressions with sqlglot; Spark reads them with its own parser, and where
+# the two differ (nested comments, hints, escapes, ${...} substitution) only Spark's reading counts.
+# Catalyst trees through py4j: each node's children, a plan's expressions and inner children (CTE
+# definitions, subquery plans), a subquery expression's plan.
+_QUERY_PLAN = "org.apache.spark.sql.catalyst.plans.QueryPlan"
+_PLAN_EXPRESSION = "org.apache.spark.sql.catalyst.expressions.PlanExpression"
+# Unresolved calls as the parser leaves them: the node's simple class name -> its name parts.
+_UNRESOLVED_CALLS = {
+    "UnresolvedFunction": lambda node: _seq(node.nameParts()),
+    "UnresolvedTableValuedFunction": lambda node: _seq(node.name()),
+    "UnresolvedGenerator": lambda node: [node.name().funcName()],
+}
+# IDENTIFIER('name')(...): the function's name is an expression the analyser folds; a literal one is
+# read here, a computed one only shows in the analysed plan.
+_IDENTIFIER_CALLS = ("ExpressionWithUnresolvedIdentifier", "PlanWithUnresolvedIdentifier")
+
+
+def _catalyst_nodes(spark, root):
+    """Every node of a Catalyst tree, depth first: plan nodes, their expressions, their inner children
+    (CTE definitions, subquery plans) and the plans inside subquery expressions."""
+    jvm = spark.sparkContext._jvm
+    query_plan = jvm.java.lang.Class.forName(_QUERY_PLAN)
+    plan_expression = jvm.java.lang.Class.forName(_PLAN_EXPRESSION)
+    todo = [root]
+    while todo:
+        node = todo.pop()
+        yield node
+        todo.extend(_seq(node.children()))
+        if query_plan.isInstance(node):
+            todo.extend(_seq(node.expressions()))
+            todo.extend(_seq(node.innerChildren()))
+        elif plan_expression.isInstance(node):
+            todo.append(node.plan())
+
+
+def _identifier_parts(node) -> list[str]:
+    literal = node.identifierExpr()
+    if _simple_name(literal) != "Literal" or literal.value() is None:
+        return []
+    return [part.strip("`") for part in str(literal.value().toString()).split(".")]
+
+
+def functions_spark_reads(spark, text: str, statement: bool = False) -> frozenset[tuple[str, ...]]:
+    """The name parts of every function ``text`` calls as Spark's own parser reads it, nothing looked
+    up: ``parseExpression`` (a filter, a select item, ...) or ``parsePlan`` (an sql step). The session's
+    SQL settings apply (``spark.sql.variable.substitute``). Raises Spark's ParseException when the text
+    does not parse."""
+    parser = spark._jsparkSession.sessionState().sqlParser()
+    tree = parser.parsePlan(text) if statement else parser.parseExpression(text)
+    found: set[tuple[str, ...]] = set()
+    for node in _catalyst_nodes(spark, tree):
+        kind = _simple_name(node)
+        if kind in _UNRESOLVED_CALLS:
+            found.add(tuple(str(part) for part in _UNRESOLVED_CALLS[kind](node)))
+        elif kind in _IDENTIFIER_CALLS:
+            parts = _identifier_parts(node)
+            if parts:
+                found.add(tuple(parts))
+    return frozenset(found)
+
+
+def function_class(spark, name: str) -> str | None:
+    """The expression class Spark's function registry builds for the built-in function ``name``
+    (ExpressionInfo.getClassName), or None when it has none of that name."""
+    jvm = spark.sparkContext._jvm
+    # Spark 4.2's registry keys built-ins by their 3-part name: system.builtin.<name>
+    identifier = jvm.org.apache.spark.sql.catalyst.FunctionIdentifier(name, jvm.scala.Option.apply("builtin"),
+                                                                      jvm.scala.Option.apply("system"))
+    info = spark._jsparkSession.sessionState().functionRegistry().lookupFunction(identifier)
+    return str(info.get().getClassName()) if info.isDefined() else None
+
+
+def plan_classes(df, optimized: bool = False) -> frozenset[str]:
+    """The JVM class of every node of ``df``'s analysed (or optimised) logical plan, its expressions and
+    its subquery plans included: what the query would run, however its text was written."""
+    execution = df._jdf.queryExecution()
+    root = execution.optimizedPlan() if optimized else execution.analyzed()
+    return frozenset(str(node.getClass().getName()) for node in _catalyst_nodes(df.sparkSession, root))

@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 
 from streamapp_api import StreamApp, contract, realtime
 from streamapp_api.durations import parse_duration, trigger_interval
+from streamapp_api.expressions import expression_sites
 
 from streamapp_runtime import plan, spark_compat
-from streamapp_runtime.run import dead_letters, fence, recovery, rescale, termination
+from streamapp_runtime.run import dead_letters, fence, plan_guard, recovery, rescale, termination
 from streamapp_runtime.compile.compiler import Compiler
 from streamapp_runtime.run.consumer_groups import GroupCommitter, admin_commit
 from streamapp_runtime.run.kafka_wait import admin_client, partition_counts
@@ -86,10 +87,28 @@ def apply_app_sql_conf(spark, app: StreamApp, checkpoint_root: str) -> None:
         spark.conf.unset(spark_compat.CHECKPOINT_FILE_MANAGER)
 
 
-def start_query(ctx: QueryContext, qp: plan.QueryPlan):
-    """Build the query's frame and writer (sinks.WRITERS), then what every query has, and start it."""
+def check_expressions(spark, app: StreamApp, settings: Settings) -> None:
+    """Refuse the app (plan_guard.AppRefused, naming the field) when Spark's own parser reads a call of a
+    refused function in one of its expressions. Under the app's SQL settings (no ${...} substitution)."""
+    apply_app_sql_conf(spark, app, settings.checkpoint_root)
+    plan_guard.check_sites(expression_sites(app), settings.spark_conf,
+                           lambda text, statement: spark_compat.functions_spark_reads(spark, text, statement))
+
+
+def checked_frames(ctx: QueryContext, plans: list[plan.QueryPlan]) -> dict[str, object]:
+    """Every query's DataFrame (sinks.WRITERS' frame), once each analysed plan is known to call no
+    refused function (plan_guard.AppRefused otherwise): built all before any query starts."""
+    frames = {qp.name: WRITERS[qp.kind].frame(ctx, qp) for qp in plans}
+    plan_guard.check_plans(frames, ctx.settings.spark_conf, lambda name: spark_compat.function_class(ctx.spark, name),
+                           spark_compat.plan_classes)
+    return frames
+
+
+def start_query(ctx: QueryContext, qp: plan.QueryPlan, df=None):
+    """Build the query's frame (unless given) and writer (sinks.WRITERS), then what every query has,
+    and start it."""
     sink = WRITERS[qp.kind]
-    writer = sink.writer(ctx, qp, sink.frame(ctx, qp))
+    writer = sink.writer(ctx, qp, sink.frame(ctx, qp) if df is None else df)
     writer = writer.queryName(qp.name).outputMode(qp.output_mode).option("checkpointLocation", qp.checkpoint)
     if qp.trigger.kind == "available-now":
         writer = writer.trigger(availableNow=True)
@@ -100,16 +119,24 @@ def start_query(ctx: QueryContext, qp: plan.QueryPlan):
     return writer.start()
 
 
+def compile_app(spark, app: StreamApp, settings: Settings) -> list[tuple[plan.QueryPlan, object]]:
+    """Every query's DataFrame as `start` builds and checks it (plan_guard), none started, no Kafka
+    reached, no sink touched."""
+    check_expressions(spark, app, settings)
+    options = plan.kafka_options(app, settings.kafka_override, settings.kafka_env_options)
+    ctx = QueryContext(spark, Compiler(spark, app, options), app, settings, options, Metrics(app.metadata.name, {}, {}))
+    plans = plan.query_plans(app, settings.checkpoint_root, settings.console, settings.available_now)
+    frames = checked_frames(ctx, plans)
+    return [(qp, frames[qp.name]) for qp in plans]
+
+
 def dry_run(spark, app: StreamApp, settings: Settings) -> list[str]:
     """Compile every query's DataFrame as `start` would, without starting one, connecting to Kafka or
     touching a sink: Spark analyses each expression as it is built, so a bad one is reported with its
-    step path (StepError, ValueError). One line per query: what it would write."""
-    apply_app_sql_conf(spark, app, settings.checkpoint_root)
-    options = plan.kafka_options(app, settings.kafka_override, settings.kafka_env_options)
-    ctx = QueryContext(spark, Compiler(spark, app, options), app, settings, options, Metrics(app.metadata.name, {}, {}))
+    step path (StepError, ValueError), a refused function with its field (plan_guard.AppRefused). One
+    line per query: what it would write."""
     lines = []
-    for qp in plan.query_plans(app, settings.checkpoint_root, settings.console, settings.available_now):
-        df = WRITERS[qp.kind].frame(ctx, qp)
+    for qp, df in compile_app(spark, app, settings):
         shown = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in df.schema.fields if not f.name.startswith("__"))
         lines.append(f"query {qp.name} ({qp.kind}, {qp.output_mode} mode) writes: {shown}")
     return lines
@@ -122,6 +149,7 @@ def start(spark, app: StreamApp, settings: Settings, quiet: bool = False, wait_f
     from streamapp_runtime.run.listener import ProgressListener
 
     stop_requested = stop_requested or threading.Event()
+    check_expressions(spark, app, settings)  # before anything is waited for or written
     options = plan.kafka_options(app, settings.kafka_override, settings.kafka_env_options)
     owner = fence.Fence(settings.checkpoint_root, fence.owner_id(dict(os.environ)))
     owner.take()
@@ -141,8 +169,9 @@ def start(spark, app: StreamApp, settings: Settings, quiet: bool = False, wait_f
     ctx = QueryContext(spark, Compiler(spark, app, options, state_function), app, settings, options, metrics)
     running.restart = lambda qp: start_query(ctx, qp)
     try:
+        frames = checked_frames(ctx, plans)  # every plan checked before the first query starts
         for qp in plans:
-            running.queries.append(start_query(ctx, qp))
+            running.queries.append(start_query(ctx, qp, frames[qp.name]))
             running.plans.append(qp)
             log.info("started query %s (%s, %s mode) checkpoint %s", qp.name, qp.kind, qp.output_mode, qp.checkpoint)
     except Exception:

@@ -29,6 +29,14 @@ def message(failure: str, what: str = "") -> str:
     return _within(text, contract.TERMINATION_MESSAGE_LIMIT)
 
 
+def refused(refusals) -> str:
+    """``Refused: <field>: function f() is refused on this cluster (why)``, a line per refusal
+    (run/plan_guard.py): the operator does not restart a driver that says so (the same spec would be
+    refused again) and reports the field."""
+    text = "\n".join(f"{contract.REFUSED_REASON}: {r}" if k == 0 else str(r) for k, r in enumerate(refusals))
+    return _within(text, contract.TERMINATION_MESSAGE_LIMIT)
+
+
 def of_exception(exc: BaseException, detail: str = "") -> str:
     """The failure text of an exception: its type, its message, then ``detail`` (e.g. the JVM stack)."""
     text = f"{type(exc).__name__}: {exc}"
