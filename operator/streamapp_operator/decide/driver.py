@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from streamapp_api import StreamApp
+from streamapp_api import StreamApp, contract
 
 from .. import names
 from ..render import Launch, render_driver_pod
@@ -247,13 +247,18 @@ def _clear(inputs: DriverInputs, decision: RestartDecision) -> DriverOutcome:
 
 
 def _give_up(inputs: DriverInputs, decision: RestartDecision) -> DriverOutcome:
-    """restartPolicy.maxRestarts reached: phase Failed until the spec changes (a dead pod stays for inspection)."""
+    """restartPolicy.maxRestarts reached, or the driver refused the app: phase Failed until the spec changes
+    (a dead pod stays for inspection)."""
     first_time = inputs.obs.status.get("phase") != "Failed"
     pod = inputs.obs.driver.pod
+    reason = "MaxRestartsReached"
     if pod.state in ("failed", "succeeded"):
-        decision = replace(decision, reason=f"{failed_driver(inputs.app, pod, 0).message}; {decision.reason}")
-    return _as_recorded(inputs, "Failed", Cond("Ready", False, "MaxRestartsReached", decision.reason),
-                        driver_pod=None, degraded=Cond("Degraded", True, "MaxRestartsReached", decision.reason),
+        found = failed_driver(inputs.app, pod, 0)
+        decision = replace(decision, reason=f"{found.message}; {decision.reason}")
+        if found.reason == contract.REFUSED_REASON:  # the driver refused the app: no restart was tried
+            reason = found.reason
+    return _as_recorded(inputs, "Failed", Cond("Ready", False, reason, decision.reason),
+                        driver_pod=None, degraded=Cond("Degraded", True, reason, decision.reason),
                         events=(Event("Warning", "GaveUp", decision.reason),) if first_time else ())
 
 

@@ -157,6 +157,10 @@ class _Sizing:
     scaling: dict | None = None  # status.scaling
 
 
+def _launch(executors: int, settings: Settings) -> Launch:
+    return Launch(executors, settings.default_image, settings.policy.functions.refuse)
+
+
 def _sizing(obs: Observed, app: StreamApp, settings: Settings, memory: Memory, now: datetime) -> _Sizing:
     """The executor count to start a driver with, and a partition-driven change of it waiting out the
     debounce window; in scaling.mode load, the count the load asks for (load_scaling.py)."""
@@ -164,7 +168,7 @@ def _sizing(obs: Observed, app: StreamApp, settings: Settings, memory: Memory, n
     if spec.scaling_mode == "load":
         shuffle = _shuffle_partitions(obs, app, obs.driver.pod.state == "running")
         load = load_sizing(obs, app, memory, shuffle, now)
-        return _Sizing(Launch(load.executors, settings.default_image) if load.executors else None, load.executors,
+        return _Sizing(_launch(load.executors, settings) if load.executors else None, load.executors,
                        load.wait, load.progress, load.events, load.memory, load.scaling)
     running = obs.driver.pod.state in ("pending", "running")
     current = obs.driver.executors if running else None
@@ -186,7 +190,7 @@ def _sizing(obs: Observed, app: StreamApp, settings: Settings, memory: Memory, n
                         f"{tasks_words} want {verdict.pending.executors} executors; "
                         f"waiting {window}s for it to hold")
     executors = verdict.executors if desired is not None else (current or (obs.applied and obs.applied.executors))
-    return _Sizing(Launch(executors, settings.default_image) if executors else None, desired, verdict.wait,
+    return _Sizing(_launch(executors, settings) if executors else None, desired, verdict.wait,
                    progress, events, replace(memory, pending_scale=verdict.pending),
                    _rule_status(obs, spec, desired, tasks_words, now))
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-from streamapp_api import parse_duration
+from streamapp_api import contract, parse_duration
 from streamapp_api.spec import RestartPolicy
 
 PodState = Literal["absent", "pending", "running", "terminating", "failed", "succeeded"]
@@ -67,6 +67,11 @@ def failure_cause(pod: PodObservation) -> str:
     return "NodeLost" if pod.reason == "NodeLost" else "DriverFailed"
 
 
+def refused_by_driver(pod: PodObservation) -> bool:
+    """The driver's termination message says it refused the app (a refused SQL function in its plans)."""
+    return (pod.message or "").startswith(contract.REFUSED_REASON + ": ")
+
+
 def backoff(restarts: int, policy: RestartPolicy) -> timedelta:
     """Delay before restart number ``restarts`` (1-based): backoff doubled each time, capped."""
     if restarts <= 0:
@@ -94,6 +99,9 @@ def restart_decision(pod: PodObservation, history: RestartHistory, policy: Resta
                 return RestartDecision("wait", "restart backoff; the failed driver pod is kept until then",
                                        ready_at - now, exit_code=pod.exit_code)
             return RestartDecision("clear", why, exit_code=pod.exit_code)
+        if refused_by_driver(pod):  # the same spec would be refused again: restarting cannot help
+            return RestartDecision("give_up", f"{why}; not restarted: the driver refused the app, fix the spec",
+                                   exit_code=pod.exit_code, cause=failure_cause(pod))
         return _count(history, policy, why, pod)
     if pod.state in ("pending", "running"):
         if (pod.state == "running" and history.restarts and pod.running_since is not None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from streamapp_api import StreamApp
+from streamapp_api import StreamApp, contract
 
 from .. import names
 
@@ -32,6 +32,9 @@ class Launch:
 
     executors: int
     default_image: str = names.DEFAULT_RUNTIME_IMAGE
+    # The cluster policy's functions.refuse: the driver refuses an app whose plans call one (whatever
+    # the admission check read in its text).
+    refused_functions: tuple[str, ...] = contract.DEFAULT_REFUSED_FUNCTIONS
 
 
 def namespace_of(app: StreamApp) -> str:

@@ -62,6 +62,7 @@ def spark_properties(app: StreamApp, launch: Launch) -> dict[str, str]:
         **SPARK_SECURITY_CONF,
         **contract.SPARK_DRIVER_SCOPE_CONF,
         **DECOMMISSION_CONF,  # executors evicted by a node scale-down leave gracefully
+        contract.REFUSED_FUNCTIONS_CONF: contract.format_refused_functions(launch.refused_functions),
     }
     if spec.image_pull_policy:
         props["spark.kubernetes.container.image.pullPolicy"] = spec.image_pull_policy

@@ -7,7 +7,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from streamapp_api import Issue
+from streamapp_api import Issue, Policy, contract
+from streamapp_api.contract import parse_properties
 from streamapp_operator import names
 from streamapp_operator.decide.plan import plan
 from streamapp_operator.decide.restarts import PodObservation
@@ -99,6 +100,31 @@ def test_failed_driver_is_counted_recorded_first_kept_during_the_backoff_then_cl
     assert during.status["reason"] == "PipelineError" and "`usr`" in during.status["message"]
     due = plan(replace(obs, status=during.status), SETTINGS, Memory(), T0 + timedelta(seconds=10))
     assert due.driver == "delete_now" and not due.restarted
+
+
+def test_a_driver_that_refused_its_app_is_not_restarted_and_the_field_is_named():
+    said = ("Refused: spec.streams[0].steps[1].filter: function reflect() is refused on this cluster (Spark's "
+            "parser reads a call the admission check did not see)")
+    obs = replace(world(pod="failed"), driver=Driver(PodObservation("failed", exit_code=2, reason="Error", message=said), 2))
+    p = plan(obs, SETTINGS, Memory(), T0)
+    assert p.driver is None and not p.restarted and p.status["phase"] == "Failed"
+    assert cond(p.status, "Ready") == ("False", "Refused") and cond(p.status, "Degraded") == ("True", "Refused")
+    assert "spec.streams[0].steps[1].filter: function reflect() is refused" in p.status["message"]
+    assert [e.reason for e in p.events] == ["GaveUp"] and "not restarted" in p.events[0].message
+    again = plan(replace(obs, status=p.status), SETTINGS, Memory(), T0 + timedelta(minutes=10))
+    assert again.driver is None and again.status["phase"] == "Failed" and not again.events
+
+
+def test_the_driver_is_told_the_policys_refused_functions():
+    settings = replace(SETTINGS, policy=Policy.from_mapping({"functions": {"refuse": ["java_method", "Upper"]}}))
+    p = plan(world(pod="absent", children=False), settings, Memory(), T0)
+    config = next(o for o in p.create if o["kind"] == "ConfigMap")
+    props = parse_properties(config["data"][contract.SPARK_PROPERTIES_FILE])
+    assert props[contract.REFUSED_FUNCTIONS_CONF] == "java_method,upper"
+    default = next(o for o in plan(world(pod="absent", children=False), SETTINGS, Memory(), T0).create
+                   if o["kind"] == "ConfigMap")
+    assert parse_properties(default["data"][contract.SPARK_PROPERTIES_FILE])[contract.REFUSED_FUNCTIONS_CONF] == \
+        "java_method,reflect,try_reflect"
 
 
 @pytest.mark.parametrize("pod, last_restart", [

@@ -27,6 +27,10 @@ def test_backoff_doubles_and_is_capped(restarts, policy, expected):
 
 RUNNING = PodObservation("running", running_since=T0)
 FAILED = PodObservation("failed", exit_code=137, reason="Error")
+REFUSED = PodObservation("failed", exit_code=2, reason="Error",
+                         message="Refused: spec.streams[0].steps[0].filter: function reflect() is refused on this "
+                                 "cluster (Spark's parser reads a call the admission check did not see)")
+PIPELINE_ERROR = PodObservation("failed", exit_code=1, reason="Error", message="PipelineError: Refused: no")
 ABSENT = PodObservation("absent")
 EXPECTED = RestartHistory(driver_expected=True)
 
@@ -63,6 +67,14 @@ EXPECTED = RestartHistory(driver_expected=True)
     (ABSENT, RestartHistory(3, T0, False, gave_up=True), POLICY, T0 + timedelta(hours=1), "give_up", None),
     # maxRestarts 0: never give up
     (FAILED, RestartHistory(500, T0, True), FOREVER, T0, "record_failure", 300 * S),
+    # the driver refused the app (a refused SQL function in its plans): the same spec is refused again,
+    # so no restart at all, whatever maxRestarts says ...
+    (REFUSED, EXPECTED, FOREVER, T0, "give_up", None),
+    (REFUSED, RestartHistory(2, T0, True), POLICY, T0, "give_up", None),
+    # ... until the spec changes (the give-up no longer holds, status expects no driver): cleared, restarted
+    (REFUSED, RestartHistory(0, None, False), FOREVER, T0, "clear", None),
+    # another failure's words are counted as before
+    (PIPELINE_ERROR, EXPECTED, FOREVER, T0, "record_failure", 10 * S),
 ])
 def test_restart_decision(pod, history, policy, now, action, delay):
     decision = restart_decision(pod, history, policy, now)
