@@ -174,22 +174,27 @@ def test_admission_refuses_what_spark_reads_as_a_refused_call(spark, text):
 # that open or close one (a lone '/*', quote, backslash), around and inside a refused call; texts
 # Spark cannot parse count for nothing (nothing of them runs).
 _WHOLE = ["/* x */", "-- x\n", "/* /* */ */", "/*+ x */", "-- x \\\n", "/**/", "\n", "\r\n", "\t", "\u2028",
-          "\u00a0", "'a' = 'a' AND", "r'\\' <> user AND", "'\\'' <> user AND", "\"x\" <> user AND",
-          "'it''s' <> user AND", "e'\\'' <> user AND", "X'00' IS NOT NULL AND", "user IN ('a', 'b') AND"]
+          "\u00a0", "AND 'a' = 'a'", "AND r'\\' <> user", "AND '\\'' <> user", "AND \"x\" <> user",
+          "AND 'it''s' <> user", "AND e'\\'' <> user", "AND X'00' IS NOT NULL", "AND user IN ('a', 'b')",
+          "/* /*+ */", "-- */\n", "-- x \\\n/*"]
 _OPEN = ["/*", "*/", "/*+", "--", "\\", "'", '"', "`", "r'", "${", "}", ";", "(", ")"]
 _CALLS = ["reflect", "REFLECT", "Reflect", "java_method", "JAVA_METHOD", "try_reflect", "`reflect`",
           "system.builtin.reflect", "builtin.java_method"]
+# Where comments open and close: drawn often, so that openers and closers meet around the call.
+_EDGES = ["/* x */", "-- x\n", "/* /* */ */", "/*+ x */", "-- x \\\n", "/* /*+ */", "-- */\n", "-- x \\\n/*",
+          "/*", "*/", "--", "\u2028"]
 _PIECES = st.one_of(st.sampled_from(_WHOLE), st.sampled_from(_WHOLE), st.sampled_from(_WHOLE), st.sampled_from(_OPEN))
 
 
 @st.composite
 def tangled(draw) -> str:
     name = draw(st.sampled_from(_CALLS))
-    before = draw(st.lists(_PIECES, max_size=4))
+    before = draw(st.lists(st.one_of(st.sampled_from(_EDGES), _PIECES), max_size=3))
+    between = draw(st.lists(_PIECES, max_size=2))
     inside = draw(st.lists(st.sampled_from(_WHOLE[:10] + _OPEN), max_size=2))
-    after = draw(st.lists(_PIECES, max_size=3))
+    after = draw(st.lists(st.one_of(st.sampled_from(_EDGES), _PIECES), max_size=3))
     call = f"{name}('java.lang.System', {' '.join(inside)} 'getenv', 'HOME')"
-    return " ".join(["event = 'click' AND", *before, call, "IS NULL", *after])
+    return " ".join(["event = 'click'", *before, "AND", *between, call, "IS NULL", *after])
 
 
 @settings(max_examples=400, deadline=None, derandomize=True, database=None,
