@@ -41,7 +41,7 @@ def _checked(document: dict, policy: Policy | None,
     issues = check(app)
     if policy is None:
         return app, issues
-    return app, [*issues, *(i for i in check_policy(app, policy) if i not in issues)]
+    return app, [*issues, *(i for i in check_policy(app, policy, checkpoint) if i not in issues)]
 
 
 def validate(document: Any, policy: Policy | None = None) -> list[Issue]:

@@ -89,6 +89,8 @@ def _parse_message(exc: Exception) -> str:
     return f"does not parse: {what}{where}"
 
 
+# Spark's IDENTIFIER('name') clause: a name this check cannot read (``IDENTIFIER('ref' || 'lect')(...)``).
+_IDENTIFIER_CLAUSE = re.compile(r"\bidentifier\s*\(", re.IGNORECASE)
 _BACKSLASH_AT_LINE_END = re.compile(r"\\\r?\n|\\\r")
 
 
@@ -102,6 +104,8 @@ def text_problem(text: str) -> str | None:
     The driver checks the plans Spark analysed as well (docs/security.md)."""
     if "${" in text:
         return "holds '${': Spark would substitute variables into the text; not allowed"
+    if _IDENTIFIER_CLAUSE.search(text):
+        return "holds IDENTIFIER(...), which names a function or column by a string Spark computes; not allowed"
     if "/*+" in text:
         return "holds a hint comment ('/*+'); comments other than plain ones are not allowed"
     if _BACKSLASH_AT_LINE_END.search(text):

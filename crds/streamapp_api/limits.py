@@ -12,6 +12,7 @@ from __future__ import annotations
 import unicodedata
 from typing import Any, Iterator
 
+from .base import MAX_EXPR
 from .errors import Issue, format_path, shown
 
 # The whole document as the API server stores it is at most ~1.5 MiB (etcd); a StreamApp's spec is a
@@ -22,10 +23,10 @@ MAX_NODES = 20_000  # values in the spec, aliases expanded
 MAX_ENTRIES = 500  # items of one list or one mapping
 MAX_KEY = 320  # characters of a mapping key (an annotation key is at most 317)
 MAX_STRING = 8 * 1024  # characters of a string that is not SQL
-MAX_EXPRESSION = 8 * 1024  # characters of one expression
-MAX_SQL = 32 * 1024  # characters of one sql step
-MAX_SQL_TOTAL = 128 * 1024  # characters of SQL in the whole spec
-MAX_BRACKET_DEPTH = 48  # parentheses and brackets inside one another in one SQL text
+# Characters of SQL in the whole spec (each text: at most base.MAX_EXPR). Checking costs about a
+# second per 16 KiB of distinct expressions: this keeps every check well within the webhook's timeout.
+MAX_SQL_TOTAL = 32 * 1024
+MAX_BRACKET_DEPTH = 32  # parentheses and brackets inside one another in one SQL text
 
 # The SQL texts of a step (streamapp_api.expressions.expression_sites): they may span lines.
 _SQL_FIELDS = frozenset({"filter", "keyBy", "sql", "select", "withColumns", "aggregate", "accumulate"})
@@ -58,7 +59,7 @@ def _is_sql(loc: tuple) -> bool:
 def _text_issues(text: str, loc: tuple, what: str) -> Iterator[Issue]:
     path = format_path(loc)
     sql = what == "value" and _is_sql(loc)
-    limit = (MAX_SQL if loc[5:6] == ("sql",) else MAX_EXPRESSION) if sql else (MAX_KEY if what == "key" else MAX_STRING)
+    limit = MAX_EXPR if sql else (MAX_KEY if what == "key" else MAX_STRING)
     if len(text) > limit:
         yield Issue(path, f"this {'SQL text' if sql else what} is {len(text)} characters long; at most {limit} "
                     "are allowed")
@@ -77,14 +78,14 @@ def _text_issues(text: str, loc: tuple, what: str) -> Iterator[Issue]:
                         "into steps or withColumns)")
 
 
-def bracket_depth(text: str) -> int:
-    """The deepest nesting of ( and [ in ``text``, counted without regard to quotes (a bound, not a parse)."""
+def bracket_depth(text: str, opening: str = "([", closing: str = ")]") -> int:
+    """The deepest nesting of brackets in ``text``, counted without regard to quotes (a bound, not a parse)."""
     depth = deepest = 0
     for char in text:
-        if char in "([":
+        if char in opening:
             depth += 1
             deepest = max(deepest, depth)
-        elif char in ")]" and depth:
+        elif char in closing and depth:
             depth -= 1
     return deepest
 

@@ -11,7 +11,13 @@ from typing import Iterator
 
 from .base import COLUMN_HELP, COLUMN_PATTERN
 from .checkpoint import VOLUME_FIELDS
-from .contract import SPARK_DRIVER_SCOPE_CONF, STATE_FUNCTION_CONF, STATE_FUNCTIONS
+from .contract import (
+    REFUSED_FUNCTIONS_CONF,
+    SPARK_DRIVER_SCOPE_CONF,
+    SQL_VARIABLE_SUBSTITUTE,
+    STATE_FUNCTION_CONF,
+    STATE_FUNCTIONS,
+)
 from .durations import parse_duration
 from .errors import Issue
 from .expressions import sql_problems
@@ -34,6 +40,7 @@ SPARK_MANAGED_CONF = (
     "spark.sql.shuffle.partitions", "spark.sql.streaming.checkpointLocation",
     "spark.sql.streaming.stateStore.providerClass",
     "spark.kubernetes.namespace", "spark.kubernetes.container.image",
+    REFUSED_FUNCTIONS_CONF, SQL_VARIABLE_SUBSTITUTE,
     *_DRIVER_SCOPE_CONF, *SPARK_DECOMMISSION_CONF,
 )
 # spark.authenticate*, spark.network.crypto.*: the operator authenticates and encrypts every app.
@@ -53,6 +60,8 @@ _MANAGED_HINT = {
     "spark.driver.memory": "use spec.driver.memory",
     "spark.kubernetes.container.image": "use spec.image",
     "spark.sql.streaming.stateStore.providerClass": "use spec.state.store",
+    REFUSED_FUNCTIONS_CONF: "the operator's policy (functions.refuse) decides which functions the driver refuses",
+    SQL_VARIABLE_SUBSTITUTE: "Spark would substitute ${...} into SQL text after the admission check has read it",
     **dict.fromkeys(_DRIVER_SCOPE_CONF, _DRIVER_ROLE_HINT),
     **dict.fromkeys(SPARK_DECOMMISSION_CONF, _DECOMMISSION_HINT),
 }

@@ -17,7 +17,7 @@ import yaml
 
 from .document import parse
 from .errors import InvalidSpec, Issue
-from .limits import MAX_NODES, MAX_TEXT_BYTES
+from .limits import MAX_DEPTH, MAX_NODES, MAX_TEXT_BYTES, bracket_depth
 from .policy import Policy
 from .spec import GROUP, KIND
 
@@ -122,6 +122,8 @@ def load_documents(text: str) -> tuple[list[tuple[Any, yaml.Node]], Issue | None
     size = len(text.encode("utf-8", errors="replace"))
     if size > MAX_TEXT_BYTES:
         return [], Issue("(file)", f"is {size} bytes long; a manifest file may hold at most {MAX_TEXT_BYTES}")
+    if bracket_depth(text, "[{", "]}") > MAX_DEPTH:  # the YAML reader recurses per level: stop before it
+        return [], Issue("(yaml)", f"nests mappings or lists deeper than can be read (more than {MAX_DEPTH} levels)")
     try:
         nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
         for node in nodes:

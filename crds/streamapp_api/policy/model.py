@@ -14,10 +14,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
+from ..contract import DEFAULT_REFUSED_FUNCTIONS
 from ..errors import InvalidSpec, issues_from_validation_error
 
 DEFAULT_IMAGES = ("streamapp/runtime",)
-DEFAULT_REFUSED_FUNCTIONS = ("reflect", "java_method", "try_reflect")
 # Node labels and taints of the control plane: apps never run beside the API server and etcd.
 CONTROL_PLANE = ("node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master")
 # Pod annotations that give the pod a cloud identity or another's secrets, loosen its security profile
