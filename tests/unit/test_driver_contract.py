@@ -91,10 +91,11 @@ def test_spark_properties_written_by_the_operator_are_applied_verbatim_by_the_ru
 
 
 def test_a_bad_spark_properties_line_is_named():
-    with pytest.raises(contract.PropertiesError, match=r"spark.properties:3: expected 'key=value'"):
+    with pytest.raises(contract.PropertiesError, match=r"spark.properties:3: a setting without a key"):
         contract.parse_properties("a=1\n# c\n=oops\n")
-    with pytest.raises(contract.PropertiesError):
-        contract.format_properties({"a": "two\nlines"})
+    with pytest.raises(contract.PropertiesError, match=r"spark.properties:2: malformed \\uXXXX"):
+        contract.parse_properties("a=1\nb=\\u00g1\n")
+    assert contract.parse_properties(contract.format_properties({"a": "two\nlines"})) == {"a": "two\nlines"}
 
 
 @pytest.mark.parametrize("nonce, expected", [(None, "gen-0"), ("r1", "gen-r1")])

@@ -46,6 +46,34 @@ def test_warnings_pass_and_are_reported():
     assert result.errors == () and any("ReadWriteMany" in w for w in result.warnings)
 
 
+def cyclic() -> dict:
+    document = app()
+    document["spec"]["sparkConf"] = {"spark.sql.ansi.enabled": document["spec"]}  # only a client's bug makes one
+    return document
+
+
+@pytest.mark.parametrize("new, path", [
+    (app(sparkConf={"spark.sql.ansi.enabled": "x" * 10_000_000}), "spec.sparkConf[spark.sql.ansi.enabled]"),
+    (app(sparkConf={f"spark.sql.x{i}": "\u2028" for i in range(500)}), "spec.sparkConf[spark.sql.x0]"),
+    ({**app(), "spec": ["not", "a", "mapping"]}, "spec"),
+    (cyclic(), "spec"),
+    (app(streams=[{"name": "s", "from": "clicks", "steps": [{"filter": "NOT " * 2000 + "true"}]}]),
+     "spec.streams[0].steps[0].filter"),
+])
+def test_every_input_gets_an_answer_naming_a_field_never_an_exception(new, path):
+    result = verdict(new, None, Policy())
+    assert result.errors and result.errors[0].startswith(path)
+    assert len(result.errors) <= 41 and len(result.message) < 50_000  # the answer stays small
+
+
+def test_a_check_that_fails_is_a_refusal(monkeypatch):
+    def broken(document, policy):
+        raise KeyError("a bug of ours")
+
+    monkeypatch.setattr("streamapp_operator.webhook.parse", broken)
+    assert verdict(app(), None, Policy()).errors == ("(document): could not be checked (KeyError); refused",)
+
+
 def test_the_operators_own_certificate_serves_the_service_and_loopback(tmp_path):
     files = webhook_tls.make_serving_files(tmp_path, webhook_tls.service_dns_names("op-webhook.ops"), ["127.0.0.1"])
     cert = x509.load_pem_x509_certificate(files.cert.read_bytes())
