@@ -19,7 +19,7 @@ help:
 	@echo "make test        install what is missing, start the test bed and the cluster, run every test, stop everything"
 	@echo "make demo        the operator's main job on the local single-node cluster (chart, app, driver killed and restored)"
 	@echo "make demo-local  the runtime alone on local Spark: Kafka, Postgres, no Kubernetes"
-	@echo "make unit        only the unit tests: needs only the Python venv (no test bed, no builds)"
+	@echo "make unit        only the unit tests: needs the Python venv and a JDK (no test bed, no builds)"
 	@echo "make testbed-up  start the test bed and keep it running until Ctrl-C"
 	@echo "make crds        regenerate crds/streamapp.io_streamapps.yaml from the API models"
 	@echo "make images      build the operator, runtime and pause images (Debian's docker.io, started if absent)"
