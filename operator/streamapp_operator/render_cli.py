@@ -1,6 +1,6 @@
 """``streamapp render FILE``: print exactly what the operator would apply for a StreamApp.
 
-The objects come from the operator's own code path (decide.scaling and render.render_all), as for a first start.
+The objects come from the operator's own code path (decide.scaling.partitions and render.render_all), as for a first start.
 Without a cluster there are no observations, so partition counts are given on the command line
 (--partitions, default 1 per source topic) and the owner uid is a placeholder.
 """
@@ -15,7 +15,7 @@ import yaml
 from streamapp_api import InvalidSpec, load
 
 from . import names
-from .decide.scaling import desired_executors
+from .decide.scaling.partitions import desired_executors
 from .render import Launch, network, render_all
 
 PLACEHOLDER_UID = "00000000-0000-0000-0000-000000000000"

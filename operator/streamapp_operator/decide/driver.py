@@ -14,10 +14,10 @@ from streamapp_api import StreamApp, contract
 from .. import names
 from ..render import Launch, render_driver_pod
 from .changes import Change
-from .pending_executors import only_waiting_for_room
 from .diagnosis import Diagnosis, executors_not_running, failed_driver, pending_driver, secrets_missing
-from .rescale import NOTHING, Rescale
 from .restarts import FAILURE_CAUSES, RestartDecision, RestartHistory, restart_decision
+from .scaling.pending import only_waiting_for_room
+from .scaling.rescale import NOTHING, Rescale
 from .status import Cond, parse_time, rfc3339
 from .world import DriverAction, Event, Observed, Settings
 
@@ -45,7 +45,7 @@ class DriverInputs:
     history: RestartHistory
     kafka_retry: timedelta  # when to look again while partition counts cannot be read
     now: datetime
-    rescale: Rescale = NOTHING  # how a new executor count reaches the running driver (rescale.py)
+    rescale: Rescale = NOTHING  # how a new executor count reaches the running driver (scaling/rescale.py)
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,10 @@ from ..render import Launch, config_hash, render_children
 from .changes import Change, classify_change
 from .children import plan_children
 from .driver import DriverInputs, DriverOutcome, driver_outcome, restart_history
-from .load_scaling import load_sizing
-from .pending_executors import scaling_condition
-from .rescale import NOTHING, Rescale, RescaleInputs, decide as rescale_decision
-from .scaling import debounce, desired_executors, tasks_to_cover
+from .scaling.load import load_sizing
+from .scaling.partitions import debounce, desired_executors, tasks_to_cover
+from .scaling.pending import scaling_condition
+from .scaling.rescale import NOTHING, Rescale, RescaleInputs, decide as rescale_decision
 from .status import Cond, fold_status, rfc3339
 from .world import Event, Memory, Observed, Plan, Settings
 
@@ -59,7 +59,7 @@ def _driver_inputs(obs: Observed, settings: Settings, app: StreamApp, change: Ch
 
 
 def _rescale(obs: Observed, settings: Settings, app: StreamApp, launch: Launch | None, now: datetime) -> Rescale:
-    """How a new executor count reaches the driver that runs (rescale.py): in place, or by a restart."""
+    """How a new executor count reaches the driver that runs (scaling/rescale.py): in place, or by a restart."""
     driver, progress = obs.driver, obs.progress
     if driver.pod.state not in ("pending", "running"):
         return NOTHING
@@ -163,7 +163,7 @@ def _launch(executors: int, settings: Settings) -> Launch:
 
 def _sizing(obs: Observed, app: StreamApp, settings: Settings, memory: Memory, now: datetime) -> _Sizing:
     """The executor count to start a driver with, and a partition-driven change of it waiting out the
-    debounce window; in scaling.mode load, the count the load asks for (load_scaling.py)."""
+    debounce window; in scaling.mode load, the count the load asks for (scaling/load.py)."""
     spec = app.spec
     if spec.scaling_mode == "load":
         shuffle = _shuffle_partitions(obs, app, obs.driver.pod.state == "running")

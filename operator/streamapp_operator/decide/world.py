@@ -12,8 +12,7 @@ from streamapp_api.checkpoint import CheckpointDefault
 from ..render import NetworkPolicies
 
 from .restarts import PodObservation
-from .autoscale import LoadHistory
-from .scaling import PendingScale
+from .scaling.memory import LoadHistory, PendingScale
 
 
 @dataclass(frozen=True)
@@ -29,7 +28,7 @@ class Driver:
     """The driver pod as observed, with what it was started with (from its annotations)."""
 
     pod: PodObservation
-    executors: int | None = None  # started with, or asked for in place since (rescale.py)
+    executors: int | None = None  # started with, or asked for in place since (scaling/rescale.py)
     state_generation: str | None = None
     config_hash: str | None = None
     ip: str | None = None

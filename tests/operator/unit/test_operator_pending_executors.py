@@ -1,5 +1,5 @@
 """Executors waiting for a node: the Scaling condition, status.scaling.pendingExecutors, and a Ready
-driver not called degraded for it (decide/pending_executors.py, through decide.plan)."""
+driver not called degraded for it (decide/scaling/pending.py, through decide.plan)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from streamapp_operator.decide.pending_executors import only_waiting_for_room, scaling_condition
+from streamapp_operator.decide.scaling.pending import only_waiting_for_room, scaling_condition
 from streamapp_operator.decide.plan import plan
 from streamapp_operator.decide.world import ExecutorPods, Memory
 

@@ -1,4 +1,4 @@
-"""Rescale in place: the decision table (decide/rescale.py), then whole reconciles of a kubectl scale:
+"""Rescale in place: the decision table (decide/scaling/rescale.py), then whole reconciles of a kubectl scale:
 asked in place, applied, or fallen back to a restart; a change that needs a restart still restarts."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from streamapp_operator import names
 from streamapp_operator.decide.plan import plan
-from streamapp_operator.decide.rescale import RescaleInputs, decide
+from streamapp_operator.decide.scaling.rescale import RescaleInputs, decide
 from streamapp_operator.decide.restarts import PodObservation
 from streamapp_operator.decide.world import Memory, Progress
 

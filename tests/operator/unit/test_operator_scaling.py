@@ -6,7 +6,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from streamapp_operator.decide.scaling import PendingScale, debounce, desired_executors, tasks_to_cover
+from streamapp_operator.decide.scaling.memory import PendingScale
+from streamapp_operator.decide.scaling.partitions import debounce, desired_executors, tasks_to_cover
 from streamapp_operator.decide.world import Kafka
 
 from operator_apps import example, spec

@@ -20,6 +20,8 @@ import math
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
+from .memory import LagReading, LoadHistory, Recommendation
+
 # Metrics read longer ago than this are not decided from (the operator reads them every resync / 2).
 METRICS_MAX_AGE = timedelta(seconds=90)
 # Batches of each query a new driver runs before its rates count: the first ones replay, load state
@@ -70,27 +72,6 @@ class Policy:
     up_window: timedelta
     down_window: timedelta
     trigger: timedelta | None  # the micro-batch interval (None: back to back)
-
-
-@dataclass(frozen=True)
-class LagReading:
-    query: str
-    at: datetime  # the batch's time
-    lag: int
-
-
-@dataclass(frozen=True)
-class Recommendation:
-    at: datetime
-    executors: int
-
-
-@dataclass(frozen=True)
-class LoadHistory:
-    """What the operator remembers between reconciles (lost on its restart: a window is waited again)."""
-
-    lags: tuple[LagReading, ...] = ()
-    recommendations: tuple[Recommendation, ...] = ()
 
 
 @dataclass(frozen=True)

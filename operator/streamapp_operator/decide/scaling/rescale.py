@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-from .status import rfc3339
-from .world import Event
+from ..status import rfc3339
+from ..world import Event
 
 Action = Literal["none", "ask", "wait", "applied", "restart", "fallback"]
 # How soon to look again while waiting, at the least (a deadline just passed is looked at promptly).

@@ -8,8 +8,8 @@ autoscaler the pods wait until someone adds capacity; the condition says so all 
 
 from __future__ import annotations
 
-from .status import Cond
-from .world import ExecutorPods
+from ..status import Cond
+from ..world import ExecutorPods
 
 SCALING_STABLE = Cond("Scaling", False, "ExecutorsScheduled")
 

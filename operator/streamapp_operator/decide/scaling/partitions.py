@@ -6,12 +6,10 @@ import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from typing import TYPE_CHECKING
-
 from streamapp_api import StreamApp, StreamAppSpec, realtime
 
-if TYPE_CHECKING:  # world imports PendingScale from here
-    from .world import Kafka
+from ..world import Kafka
+from .memory import PendingScale
 
 
 def desired_executors(partitions: int | None, spec: StreamAppSpec) -> int | None:
@@ -31,7 +29,7 @@ def desired_executors(partitions: int | None, spec: StreamAppSpec) -> int | None
     return wanted
 
 
-def tasks_to_cover(kafka: "Kafka", app: StreamApp) -> tuple[int | None, str]:
+def tasks_to_cover(kafka: Kafka, app: StreamApp) -> tuple[int | None, str]:
     """What the executors' cores should cover, and in words: the source partitions, or in real-time
     mode the task slots its queries hold at once (every partition of every query). None: unknown."""
     if kafka.partitions is None or kafka.missing_topics:
@@ -40,14 +38,6 @@ def tasks_to_cover(kafka: "Kafka", app: StreamApp) -> tuple[int | None, str]:
         slots = realtime.task_slots(app, dict(kafka.by_topic))
         return slots, f"{slots} task slots of real-time queries ({kafka.partitions} partitions, each per query)"
     return kafka.partitions, f"{kafka.partitions} partitions"
-
-
-@dataclass(frozen=True)
-class PendingScale:
-    """A partition-driven executor count seen since ``since`` and not yet acted on."""
-
-    executors: int
-    since: datetime
 
 
 @dataclass(frozen=True)

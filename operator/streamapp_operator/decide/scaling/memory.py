@@ -1,0 +1,37 @@
+"""What scaling remembers between reconciles of one app (``world.Memory`` holds it; lost when the
+operator restarts: a debounce or a stabilisation window is then waited again). A leaf: it imports
+nothing of the operator, so that ``world`` and the scaling decisions can both import it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+
+@dataclass(frozen=True)
+class PendingScale:
+    """A partition-driven executor count seen since ``since`` and not yet acted on."""
+
+    executors: int
+    since: datetime
+
+
+@dataclass(frozen=True)
+class LagReading:
+    query: str
+    at: datetime  # the batch's time
+    lag: int
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    at: datetime
+    executors: int
+
+
+@dataclass(frozen=True)
+class LoadHistory:
+    """scaling.mode load: each query's lag at its recent batches, and the counts recently asked for."""
+
+    lags: tuple[LagReading, ...] = ()
+    recommendations: tuple[Recommendation, ...] = ()
