@@ -164,14 +164,7 @@ def run(bed, workdir: Path, methods: tuple[str, ...] = METHODS, rounds: int = 1,
     if results is not None:
         analysis.write_csv(results / "autoscale.csv", runs)
         try:
-            analysis.plot(results / "autoscale.png", runs, plot_title(result))
+            analysis.plot(results / "autoscale.png", runs, analysis.plot_title(result))
         except ImportError as exc:  # the samples are kept: `python -m streamapp_bench.autoscale_analysis DIR` draws it
             log.warning("no PNG drawn (%s); the samples are in %s", exc, results / "autoscale.csv")
     return result
-
-
-def plot_title(result: dict) -> str:
-    o = result["options"]
-    return (f"scaling.mode load on the single-node cluster: {o['rate']:.0f} rows/s, ×{o['factor']:g} for "
-            f"{o['step_s']:.0f} s, back; {o['partitions']} partitions, trigger {o['trigger']}, "
-            f"executors 1..{o['max_executors']}")

@@ -244,13 +244,19 @@ def restarts_at(run: dict) -> list[float]:
     return out
 
 
+def plot_title(result: dict) -> str:
+    """The PNG's title: the run's options in one line."""
+    o = result["options"]
+    return (f"scaling.mode load on the single-node cluster: {o['rate']:.0f} rows/s, ×{o['factor']:g} for "
+            f"{o['step_s']:.0f} s, back; {o['partitions']} partitions, trigger {o['trigger']}, "
+            f"executors 1..{o['max_executors']}")
+
+
 if __name__ == "__main__":
     # python -m streamapp_bench.autoscale_analysis DIR: the figures and the PNG again from DIR's saved
     # samples (autoscale.csv), into DIR/autoscale.json and DIR/autoscale.png
     import json
     import sys
-
-    from .autoscale import plot_title
 
     results = Path(sys.argv[1])
     saved = json.loads((results / "autoscale.json").read_text())

@@ -9,6 +9,12 @@ from pathlib import Path
 
 from .rounds import per_round_ratio, quantile_levels, spread
 
+# The engines' names in tables and legends (engines.py says what each one is).
+LABELS = {"runtime": "(a) StreamApp runtime", "handwritten": "(b) hand-written PySpark",
+          "handwritten-plain": "(b₀) hand-written PySpark, Spark's defaults", "kstreams": "(c) Kafka Streams", "raw": "(d) raw consumer",
+          "runtime-nodlq": "(a′) runtime, dead letters off",
+          "runtime-eos": "(a) runtime, Kafka sink exactly-once"}
+
 # the order of the engines in a round, in the table and in the plots: (a), (a′), (b), (c), (d)
 ORDER = ("runtime", "runtime-nodlq", "handwritten", "handwritten-plain", "kstreams", "raw")
 # ratio name in the results → (engine over engine), each taken within one round
@@ -148,8 +154,6 @@ def has_cdf(result: dict) -> bool:
 
 def plot(results_dir: Path, result: dict, when: str) -> list[Path]:
     """Both PNGs into `results_dir` (the latency one when the runs kept their distributions)."""
-    from .report import LABELS
-
     rounds = result.get("rounds", 1)
     head = f"Data plane, N = {result['n']:,}, {f'{rounds} rounds interleaved' if rounds > 1 else 'one run of each engine'} ({when})"
     written = [results_dir / PNG_THROUGHPUT]

@@ -7,12 +7,9 @@ import os
 from pathlib import Path
 
 from . import dataplane_figures
+from .dataplane_figures import LABELS
 
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
-LABELS = {"runtime": "(a) StreamApp runtime", "handwritten": "(b) hand-written PySpark",
-          "handwritten-plain": "(b₀) hand-written PySpark, Spark's defaults", "kstreams": "(c) Kafka Streams", "raw": "(d) raw consumer",
-          "runtime-nodlq": "(a′) runtime, dead letters off",
-          "runtime-eos": "(a) runtime, Kafka sink exactly-once"}
 
 
 def _n(value, digits: int = 0, unit: str = "") -> str:
