@@ -49,6 +49,14 @@ exec "$venv/bin/python" -m streamapp_api "\$@"
 EOF
   chmod +x "$venv/bin/streamapp"
 }
+# --- The repository's git hooks (.githooks: commit subjects of 72 characters or fewer), for a
+# checkout that is a git work tree; a copy without .git (an image build, an unpacked archive) skips it.
+git_hooks() {
+  if git -C "$repo" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    git -C "$repo" config core.hooksPath .githooks
+  fi
+}
+git_hooks
 if [[ ${1:-} == venv ]]; then
   python_venv
   exit 0
