@@ -9,8 +9,9 @@ Spark resolves them (ignoring case); ``sql`` steps must be one SELECT reading on
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from .coltypes import METADATA_TYPES, element_type, field_problem, normalised
 from .errors import Issue
@@ -20,6 +21,7 @@ from .suggest import did_you_mean
 
 if TYPE_CHECKING:
     from .spec import Stream
+    from .steps import Join
 
 @dataclass(frozen=True)
 class Flow:
@@ -117,159 +119,241 @@ def _merge_columns(left: frozenset[str] | None, right: set[str] | frozenset[str]
     return frozenset(out)
 
 
+@dataclass
+class StepWalk:
+    """One stream's walk through its steps: the flow and lineage so far and what is wrong with the
+    steps. Each step's function in ``STEP_FLOW`` reads them and moves them on."""
+
+    stream: "Stream"
+    base: str  # the stream's path in the spec
+    flows: dict[str, Flow]
+    lineages: dict[str, Lineage]
+    tables: dict[str, Table]
+    flow: Flow
+    lineage: Lineage
+    issues: list[Issue] = field(default_factory=list)
+
+    def at(self, j: int) -> tuple[str, Any]:
+        """Step ``j``'s path in the spec and its value."""
+        return f"{self.base}.steps[{j}]", self.stream.steps[j].value
+
+    def need(self, column: str, where: str) -> None:
+        if not self.flow.has(column):
+            self.issues.append(Issue(where, self.flow.missing(column, self.stream.name)))
+
+    def check(self, text: str, where: str, visible: tuple[str, ...] = ()) -> Expression:
+        """Parse one expression and check the columns it reads; ``visible``: names given earlier in
+        the same list (Spark resolves them as lateral column aliases)."""
+        parsed = parse_expression(text)
+        self.issues.extend(Issue(where, problem) for problem in expression_problems(parsed))
+        flow = self.flow
+        if flow.columns is not None and not parsed.error:
+            self.issues.extend(Issue(where, flow.missing(column, self.stream.name))
+                               for column in unknown_columns(parsed, flow.columns, set(visible)))
+            for parts in dict.fromkeys(p for p in parsed.references if len(p) > 1):
+                found = field_problem(parts, flow.type_of(parts[0]))
+                if found:
+                    struct, name, fields = found
+                    self.issues.append(Issue(where, f"{struct!r} has no field {name!r}{did_you_mean(name, fields)}; "
+                                             f"its fields are: {', '.join(fields)}"))
+        return parsed
+
+
+def _filter(walk: StepWalk, j: int) -> None:
+    path, value = walk.at(j)
+    if not walk.check(value, f"{path}.filter").error:
+        found = filter_value_type(value, walk.flow.type_of)
+        if found:
+            walk.issues.append(Issue(f"{path}.filter", f"is {found}, not a condition: a filter keeps the rows "
+                                     "for which it is true (e.g. amount > 0, event = 'click')"))
+
+
+def _select(walk: StepWalk, j: int) -> None:
+    path, value = walk.at(j)
+    flow = walk.flow
+    parsed = [walk.check(item, f"{path}.select[{k}]", tuple(n for n in select_names(value[:k])[0] if n))
+              for k, item in enumerate(value)]
+    names, star = select_names(value)
+    for k, item in enumerate(parsed):
+        if item.name is None and not item.star and not item.error:
+            walk.issues.append(Issue(f"{path}.select[{k}]", f"{value[k]!r} needs a name: write 'expression AS name'"))
+    metadata = {c for c in flow.columns or () if c.startswith("_")}  # key and timestamp travel along
+    if any(n is None for n in names) or (star and flow.columns is None):
+        columns = None
+    else:
+        columns = frozenset(set(names) | metadata | (set(flow.columns or ()) if star else set()))
+    kept = [p.name for p in parsed if p.references == ((p.name,),)]  # bare column references
+    keeps_time = star or (flow.event_time or "").startswith("_") or flow.event_time in kept
+    types = dict(flow.types) if star else {c: t for c, t in flow.types if c.startswith("_")}
+    types.update({p.name: flow.type_of(p.name) for p in parsed if p.name in kept})
+    walk.flow = replace(flow, columns=columns, event_time=flow.event_time if keeps_time else None,
+                        watermark=flow.watermark and keeps_time, group_columns=None).with_types(types)
+
+
+def _with_columns(walk: StepWalk, j: int) -> None:
+    path, value = walk.at(j)
+    for k, (name, text) in enumerate(value.items()):
+        walk.check(text, f"{path}.withColumns.{name}", tuple(value)[:k])
+    flow = walk.flow
+    replaced_time = flow.event_time in value
+    columns = None if flow.columns is None else flow.columns | set(value)
+    walk.flow = replace(flow, columns=columns, event_time=None if replaced_time else flow.event_time,
+                        watermark=flow.watermark and not replaced_time).with_types(
+        {c: t for c, t in flow.types if c not in value})
+
+
+def _explode(walk: StepWalk, j: int) -> None:
+    path, value = walk.at(j)
+    walk.need(value.column, f"{path}.explode.column")
+    flow = walk.flow
+    column_type = flow.type_of(value.column)
+    if column_type and not column_type.startswith(("array<", "map<")):
+        walk.issues.append(Issue(f"{path}.explode.column", f"column {value.column!r} is {column_type}: explode "
+                                 "needs an array (or a map) column; split a string first, e.g. "
+                                 "withColumns: {words: \"split(line, ' ')\"}"))
+    if flow.columns is not None and value.as_:
+        flow = replace(flow, columns=flow.columns | {value.as_})
+    target = value.as_ or value.column
+    walk.flow = flow.with_types({**{c: t for c, t in flow.types if c != target},
+                                 target: element_type(flow.type_of(value.column))})
+
+
+def _key_by(walk: StepWalk, j: int) -> None:
+    path, value = walk.at(j)
+    walk.check(value, f"{path}.keyBy")  # sets _key (again, or after an aggregate, anew)
+    flow = walk.flow
+    walk.flow = replace(flow, columns=None if flow.columns is None else flow.columns | {"_key"})
+
+
+def _join(walk: StepWalk, j: int) -> None:
+    path, value = walk.at(j)
+    if value.table is not None:
+        _table_join(walk, path, value, value.table)
+    elif value.stream is not None:
+        _stream_join(walk, path, value, value.stream)
+
+
+def _table_join(walk: StepWalk, path: str, value: Join, name: str) -> None:
+    table = walk.tables.get(name)
+    walk.need(value.key or "_key", f"{path}.join.key")
+    if table is None:
+        return
+    flow = walk.flow
+    table_types = dict(_record_types(table))
+    merged = _merge_types(flow, {c: table_types.get(c, "") for c in table.value_columns()}, table.name)
+    flow = replace(flow, columns=_merge_columns(flow.columns, table.value_columns(), table.name))
+    walk.flow = flow.with_types(merged)
+    walk.lineage = walk.lineage.merge(Lineage(tables=(table.name,)))
+
+
+def _stream_join(walk: StepWalk, path: str, value: Join, name: str) -> None:
+    other = walk.flows.get(name)
+    if other is None:
+        return
+    for k, column in enumerate(value.using or []):
+        walk.need(column, f"{path}.join.using[{k}]")
+        if not other.has(column):
+            walk.issues.append(Issue(f"{path}.join.using[{k}]", other.missing(column, name)))
+    flow = walk.flow
+    for side, side_flow in ((walk.stream.name, flow), (name, other)):
+        if not side_flow.watermark and side_flow.columns is not None:
+            walk.issues.append(Issue(f"{path}.join.stream", f"a stream-stream join needs a watermark on both "
+                                     f"sides; {side!r} has none (set watermark on its source)"))
+    lineage = walk.lineage.merge(walk.lineages.get(name, Lineage()))
+    walk.lineage = lineage.merge(Lineage(stream_joins=(f"{path}.join",)))
+    using = tuple(value.using or ())
+    merged = _merge_types(flow, dict(other.types), name, using)
+    walk.flow = replace(flow, columns=_merge_columns(flow.columns, other.columns, name, using),
+                        watermark=flow.watermark and other.watermark, group_columns=None).with_types(merged)
+
+
+def _window(walk: StepWalk, j: int) -> None:
+    """Checked here, compiled with the aggregate that follows (the runtime relies on this check)."""
+    path, _ = walk.at(j)
+    steps = walk.stream.steps
+    following = steps[j + 1].aggregate if j + 1 < len(steps) else None
+    if following is None:
+        walk.issues.append(Issue(f"{path}.window", "a window must be followed directly by an aggregate step"))
+    if walk.flow.event_time is None and walk.flow.columns is not None:
+        walk.issues.append(Issue(f"{path}.window", "no event-time column left (an earlier select or withColumns "
+                                 "replaced it); keep it so windows can use it"))
+
+
+def _aggregate(walk: StepWalk, j: int) -> None:
+    path, value = walk.at(j)
+    window = walk.stream.steps[j - 1].window if j > 0 else None
+    for k, column in enumerate(value.group_by):
+        walk.need(column, f"{path}.aggregate.groupBy[{k}]")
+    for k, (name, text) in enumerate(value.columns.items()):
+        walk.check(text, f"{path}.aggregate.columns.{name}", tuple(value.columns)[:k])
+    if window is not None and window.type == "session" and not value.group_by:
+        walk.issues.append(Issue(f"{path}.aggregate.groupBy", "a session window needs at least one groupBy "
+                                 "column (sessions are per key)"))
+    flow = walk.flow
+    windowed = window is not None
+    walk.lineage = walk.lineage.merge(Lineage(aggregations=((f"{path}.aggregate", windowed,
+                                                             windowed and flow.watermark),)))
+    columns = set(value.group_by) | set(value.columns) | ({"window_start", "window_end"} if windowed else set())
+    types = {c: flow.type_of(c) for c in value.group_by if c not in value.columns}
+    if windowed:
+        types.update(window_start="timestamp", window_end="timestamp")
+    walk.flow = Flow(frozenset(columns), "window_end" if windowed else None, windowed and flow.watermark,
+                     tuple((["window_start"] if windowed else []) + list(value.group_by))).with_types(types)
+
+
+def _accumulate(walk: StepWalk, j: int) -> None:
+    path, value = walk.at(j)
+    for k, column in enumerate(value.key):
+        walk.need(column, f"{path}.accumulate.key[{k}]")
+    for name, text in value.columns.items():
+        walk.check(text, f"{path}.accumulate.columns.{name}")
+    walk.lineage = walk.lineage.merge(Lineage(accumulates=(f"{path}.accumulate",)))
+    flow = walk.flow
+    columns = None if flow.columns is None else flow.columns | set(value.columns)
+    walk.flow = replace(flow, columns=columns, group_columns=None).with_types(
+        {c: t for c, t in flow.types if c not in value.columns})
+
+
+def _dedupe(walk: StepWalk, j: int) -> None:
+    path, value = walk.at(j)
+    for k, column in enumerate(value.keys):
+        walk.need(column, f"{path}.dedupe.keys[{k}]")
+    if not walk.flow.watermark and walk.flow.columns is not None:
+        walk.issues.append(Issue(f"{path}.dedupe", "dedupe needs a watermark on the stream's event time "
+                                 "(set watermark on the source) so old keys can be forgotten"))
+
+
+def _sql(walk: StepWalk, j: int) -> None:
+    # what an sql step may do is checked with the step (rules.check_step)
+    flow = walk.flow
+    walk.flow = Flow(None, flow.event_time, flow.watermark)  # Spark keeps the watermark through SQL
+
+
+# Per step key (steps.STEP_KEYS), what the step checks and does to the flow and the lineage; the
+# runtime's compile/steps STEP_COMPILERS has a row for each key too (tests/unit/test_step_tables.py).
+STEP_FLOW: dict[str, Callable[[StepWalk, int], None]] = {
+    "filter": _filter,
+    "select": _select,
+    "withColumns": _with_columns,
+    "explode": _explode,
+    "keyBy": _key_by,
+    "join": _join,
+    "window": _window,
+    "aggregate": _aggregate,
+    "accumulate": _accumulate,
+    "dedupe": _dedupe,
+    "sql": _sql,
+}
+
+
 def walk_steps(stream: "Stream", base: str, flows: dict[str, Flow], lineages: dict[str, Lineage],
                tables: dict[str, Table], lineage: Lineage) -> tuple[Flow, Lineage, list[Issue], tuple[Flow, ...]]:
     """The stream's flow after its steps, its lineage, what is wrong with the steps, and the flow
     after each step (what the runtime compiles each step against)."""
-    issues: list[Issue] = []
-    flow = replace(flows[stream.from_], group_columns=None, emit=None)
-    steps = stream.steps
+    walk = StepWalk(stream, base, flows, lineages, tables, replace(flows[stream.from_], group_columns=None, emit=None),
+                    lineage)
     after: list[Flow] = []
-    for j, step in enumerate(steps):
-        if j:
-            after.append(flow)
-        path = f"{base}.steps[{j}]"
-        kind, value = step.kind, step.value
-
-        def need(column: str, where: str) -> None:
-            if not flow.has(column):
-                issues.append(Issue(where, flow.missing(column, stream.name)))
-
-        def check(text: str, where: str, visible: tuple[str, ...] = ()) -> Expression:
-            """Parse one expression and check the columns it reads; ``visible``: names given earlier in
-            the same list (Spark resolves them as lateral column aliases)."""
-            parsed = parse_expression(text)
-            issues.extend(Issue(where, problem) for problem in expression_problems(parsed))
-            if flow.columns is not None and not parsed.error:
-                issues.extend(Issue(where, flow.missing(column, stream.name))
-                              for column in unknown_columns(parsed, flow.columns, set(visible)))
-                for parts in dict.fromkeys(p for p in parsed.references if len(p) > 1):
-                    found = field_problem(parts, flow.type_of(parts[0]))
-                    if found:
-                        struct, field, fields = found
-                        issues.append(Issue(where, f"{struct!r} has no field {field!r}{did_you_mean(field, fields)}; "
-                                            f"its fields are: {', '.join(fields)}"))
-            return parsed
-
-        if kind == "filter":
-            if not check(value, f"{path}.filter").error:
-                found = filter_value_type(value, flow.type_of)
-                if found:
-                    issues.append(Issue(f"{path}.filter", f"is {found}, not a condition: a filter keeps the rows "
-                                        "for which it is true (e.g. amount > 0, event = 'click')"))
-        elif kind == "select":
-            parsed = [check(item, f"{path}.select[{k}]", tuple(n for n in select_names(value[:k])[0] if n))
-                      for k, item in enumerate(value)]
-            names, star = select_names(value)
-            for k, item in enumerate(parsed):
-                if item.name is None and not item.star and not item.error:
-                    issues.append(Issue(f"{path}.select[{k}]", f"{value[k]!r} needs a name: write 'expression AS name'"))
-            metadata = {c for c in flow.columns or () if c.startswith("_")}  # key and timestamp travel along
-            if any(n is None for n in names) or (star and flow.columns is None):
-                columns = None
-            else:
-                columns = frozenset(set(names) | metadata | (set(flow.columns or ()) if star else set()))
-            kept = [p.name for p in parsed if p.references == ((p.name,),)]  # bare column references
-            keeps_time = star or (flow.event_time or "").startswith("_") or flow.event_time in kept
-            types = dict(flow.types) if star else {c: t for c, t in flow.types if c.startswith("_")}
-            types.update({p.name: flow.type_of(p.name) for p in parsed if p.name in kept})
-            flow = replace(flow, columns=columns, event_time=flow.event_time if keeps_time else None,
-                           watermark=flow.watermark and keeps_time, group_columns=None).with_types(types)
-        elif kind == "withColumns":
-            for k, (name, text) in enumerate(value.items()):
-                check(text, f"{path}.withColumns.{name}", tuple(value)[:k])
-            replaced_time = flow.event_time in value
-            columns = None if flow.columns is None else flow.columns | set(value)
-            flow = replace(flow, columns=columns, event_time=None if replaced_time else flow.event_time,
-                           watermark=flow.watermark and not replaced_time).with_types(
-                {c: t for c, t in flow.types if c not in value})
-        elif kind == "explode":
-            need(value.column, f"{path}.explode.column")
-            column_type = flow.type_of(value.column)
-            if column_type and not column_type.startswith(("array<", "map<")):
-                issues.append(Issue(f"{path}.explode.column", f"column {value.column!r} is {column_type}: explode "
-                                    "needs an array (or a map) column; split a string first, e.g. "
-                                    "withColumns: {words: \"split(line, ' ')\"}"))
-            if flow.columns is not None and value.as_:
-                flow = replace(flow, columns=flow.columns | {value.as_})
-            target = value.as_ or value.column
-            flow = flow.with_types({**{c: t for c, t in flow.types if c != target},
-                                    target: element_type(flow.type_of(value.column))})
-        elif kind == "keyBy":
-            check(value, f"{path}.keyBy")  # sets _key (again, or after an aggregate, anew)
-            flow = replace(flow, columns=None if flow.columns is None else flow.columns | {"_key"})
-        elif kind == "join":
-            if value.table is not None:
-                table = tables.get(value.table)
-                need(value.key or "_key", f"{path}.join.key")
-                if table is not None:
-                    table_types = dict(_record_types(table))
-                    merged = _merge_types(flow, {c: table_types.get(c, "") for c in table.value_columns()}, table.name)
-                    flow = replace(flow, columns=_merge_columns(flow.columns, table.value_columns(), table.name))
-                    flow = flow.with_types(merged)
-                    lineage = lineage.merge(Lineage(tables=(table.name,)))
-            else:
-                other = flows.get(value.stream)
-                if other is None:
-                    continue
-                for k, column in enumerate(value.using or []):
-                    need(column, f"{path}.join.using[{k}]")
-                    if not other.has(column):
-                        issues.append(Issue(f"{path}.join.using[{k}]", other.missing(column, value.stream)))
-                for side, side_flow in ((stream.name, flow), (value.stream, other)):
-                    if not side_flow.watermark and side_flow.columns is not None:
-                        issues.append(Issue(f"{path}.join.stream", f"a stream-stream join needs a watermark on both "
-                                            f"sides; {side!r} has none (set watermark on its source)"))
-                lineage = lineage.merge(lineages.get(value.stream, Lineage()))
-                lineage = lineage.merge(Lineage(stream_joins=(f"{path}.join",)))
-                merged = _merge_types(flow, dict(other.types), value.stream, tuple(value.using or ()))
-                flow = replace(flow, columns=_merge_columns(flow.columns, other.columns, value.stream, tuple(value.using or ())),
-                               watermark=flow.watermark and other.watermark, group_columns=None).with_types(merged)
-        elif kind == "window":
-            following = steps[j + 1].aggregate if j + 1 < len(steps) else None
-            if following is None:
-                issues.append(Issue(f"{path}.window", "a window must be followed directly by an aggregate step"))
-            if flow.event_time is None and flow.columns is not None:
-                issues.append(Issue(f"{path}.window", "no event-time column left (an earlier select or withColumns "
-                                    "replaced it); keep it so windows can use it"))
-        elif kind == "aggregate":
-            window = steps[j - 1].window if j > 0 else None
-            for k, column in enumerate(value.group_by):
-                need(column, f"{path}.aggregate.groupBy[{k}]")
-            for k, (name, text) in enumerate(value.columns.items()):
-                check(text, f"{path}.aggregate.columns.{name}", tuple(value.columns)[:k])
-            if window is not None and window.type == "session" and not value.group_by:
-                issues.append(Issue(f"{path}.aggregate.groupBy", "a session window needs at least one groupBy "
-                                    "column (sessions are per key)"))
-            columns = set(value.group_by) | set(value.columns)
-            if window is not None:
-                columns |= {"window_start", "window_end"}
-            lineage = lineage.merge(Lineage(aggregations=((f"{path}.aggregate", window is not None,
-                                                           window is not None and flow.watermark),)))
-            types = {c: flow.type_of(c) for c in value.group_by if c not in value.columns}
-            if window is not None:
-                types.update(window_start="timestamp", window_end="timestamp")
-            flow = Flow(frozenset(columns), "window_end" if window is not None else None,
-                        window is not None and flow.watermark,
-                        tuple((["window_start"] if window is not None else []) + list(value.group_by))).with_types(types)
-        elif kind == "accumulate":
-            for k, column in enumerate(value.key):
-                need(column, f"{path}.accumulate.key[{k}]")
-            for name, text in value.columns.items():
-                check(text, f"{path}.accumulate.columns.{name}")
-            lineage = lineage.merge(Lineage(accumulates=(f"{path}.accumulate",)))
-            columns = None if flow.columns is None else flow.columns | set(value.columns)
-            flow = replace(flow, columns=columns, group_columns=None).with_types(
-                {c: t for c, t in flow.types if c not in value.columns})
-        elif kind == "dedupe":
-            for k, column in enumerate(value.keys):
-                need(column, f"{path}.dedupe.keys[{k}]")
-            if not flow.watermark and flow.columns is not None:
-                issues.append(Issue(f"{path}.dedupe", "dedupe needs a watermark on the stream's event time "
-                                    "(set watermark on the source) so old keys can be forgotten"))
-        elif kind == "sql":
-            # what an sql step may do is checked with the step (rules.check_step)
-            flow = Flow(None, flow.event_time, flow.watermark)  # Spark keeps the watermark through SQL
-    if steps:
-        after.append(flow)
-    return flow, lineage.merge(Lineage(streams=(stream.name,))), issues, tuple(after)
+    for j, step in enumerate(stream.steps):
+        STEP_FLOW[step.kind](walk, j)
+        after.append(walk.flow)
+    return walk.flow, walk.lineage.merge(Lineage(streams=(stream.name,))), walk.issues, tuple(after)
