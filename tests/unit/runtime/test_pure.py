@@ -17,7 +17,7 @@ from streamapp_runtime.run import settings
 from streamapp_runtime.run.metrics import Metrics, offsets_behind, progress_line
 
 pytestmark = pytest.mark.unit
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
 def example(name: str):

@@ -15,7 +15,7 @@ from streamapp_runtime.run.dead_letters import (EARLIEST, Coverage, bad_count, b
                                                 initial_offsets, last_committed_offsets)
 
 pytestmark = pytest.mark.unit
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 T = "clicks"
 
 

@@ -15,7 +15,7 @@ from streamapp_api.validate_cli import check_file
 from streamapp_testbed.manifests import HEADER_FIELDS, header, manifests, names_field
 
 pytestmark = pytest.mark.unit
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 INVALID = manifests("invalid")
 SEED_SCENARIOS = {

@@ -9,7 +9,7 @@ from streamapp_api import cli
 from streamapp_api.validate_cli import locate, path_parts
 
 pytestmark = pytest.mark.unit
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 GOOD = ROOT / "examples" / "word-count.yaml"
 BAD = ROOT / "tests" / "manifests" / "invalid" / "hopping-advance-longer-than-size.yaml"
 
