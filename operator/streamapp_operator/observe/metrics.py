@@ -3,7 +3,8 @@
 Reconciles never wait on a driver: ``ProgressCache`` holds the last progress read from each app's
 driver, and ``ProgressCache.scrape`` reads it again in the background (asyncio, a bounded number at a
 time, each bounded by a timeout). A driver that never answers (a kwok pod, a hung JVM) costs one
-socket for ``timeout`` seconds, not a reconcile thread.
+socket for ``timeout`` seconds, not a reconcile thread. The reads share one aiohttp session (its
+connections kept open where the driver allows it) for the cache's lifetime; ``close`` ends it.
 """
 
 from __future__ import annotations
@@ -11,11 +12,10 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-import urllib.error
-import urllib.request
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
+import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from streamapp_api import contract
@@ -80,54 +80,60 @@ def parse(text: str) -> Progress:
     )
 
 
-def observe(pod_ip: str | None, timeout: float = TIMEOUT, port: int = names.METRICS_PORT) -> Progress:
-    """One blocking read (for tools and tests; the operator uses ``ProgressCache``)."""
-    if not pod_ip:
-        return Progress()
-    url = f"http://{pod_ip}:{port}{contract.METRICS_PATH}"
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # pod IPs never go through a proxy
-    try:
-        with opener.open(url, timeout=timeout) as response:
-            return replace(parse(response.read().decode("utf-8", "replace")), read_at=datetime.now(timezone.utc))
-    except (OSError, urllib.error.URLError, ValueError):
-        return Progress()
+def session(concurrency: int = CONCURRENCY) -> aiohttp.ClientSession:
+    """A session for metric reads, on the running event loop. No proxy (``trust_env`` off): pod IPs
+    never go through one."""
+    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency), trust_env=False)
 
 
-async def scrape(pod_ip: str, port: int = names.METRICS_PORT, timeout: float = TIMEOUT) -> Progress:
-    """One non-blocking read of ``http://pod_ip:port/metrics`` (HTTP/1.0, no proxy), all of it within
-    ``timeout``; anything but a 200 with a readable body is "no data"."""
-    async def read() -> bytes:
-        reader, writer = await asyncio.open_connection(pod_ip, port)
-        try:
-            writer.write(f"GET {contract.METRICS_PATH} HTTP/1.0\r\nHost: {pod_ip}:{port}\r\nAccept: text/plain\r\n\r\n".encode())
-            await writer.drain()
-            return await _read_all(reader)
-        finally:
-            writer.close()
+async def read_text(http: aiohttp.ClientSession, pod_ip: str, port: int = names.METRICS_PORT,
+                    timeout: float = TIMEOUT) -> str | None:
+    """The body of ``http://pod_ip:port/metrics``, all of it within ``timeout``; None for anything but
+    a 200 with a body of at most MAX_BYTES."""
+    host = f"[{pod_ip}]" if ":" in pod_ip else pod_ip  # an IPv6 pod IP
+    url = f"http://{host}:{port}{contract.METRICS_PATH}"
+    try:
+        async with http.get(url, headers={"Accept": "text/plain"}, allow_redirects=False,
+                            timeout=aiohttp.ClientTimeout(total=timeout)) as response:
+            if response.status != 200:
+                return None
+            body = bytearray()
+            async for chunk in response.content.iter_chunked(65536):
+                body += chunk
+                if len(body) > MAX_BYTES:
+                    return None
+            return body.decode("utf-8", "replace")
+    except (OSError, asyncio.TimeoutError, aiohttp.ClientError, ValueError):
+        return None
 
-    try:
-        raw = await asyncio.wait_for(read(), timeout)
-    except (OSError, asyncio.TimeoutError, ValueError):
+
+async def scrape(http: aiohttp.ClientSession, pod_ip: str, port: int = names.METRICS_PORT,
+                 timeout: float = TIMEOUT) -> Progress:
+    """One non-blocking read of the driver's metrics; unreadable is "no data"."""
+    text = await read_text(http, pod_ip, port, timeout)
+    if text is None:
         return Progress()
-    head, _, body = raw.partition(b"\r\n\r\n")
-    status = head.split(b"\r\n", 1)[0].split()
-    if len(status) < 2 or status[1] != b"200":
-        return Progress()
     try:
-        return parse(body.decode("utf-8", "replace"))
+        return parse(text)
     except ValueError:
         return Progress()
 
 
-async def _read_all(reader: asyncio.StreamReader) -> bytes:
-    chunks, size = [], 0
-    while size < MAX_BYTES:
-        chunk = await reader.read(65536)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        size += len(chunk)
-    return b"".join(chunks)
+def observe(pod_ip: str | None, timeout: float = TIMEOUT, port: int = names.METRICS_PORT) -> Progress:
+    """One blocking read, from a thread with no event loop (for tools and tests; the operator uses
+    ``ProgressCache``)."""
+    if not pod_ip:
+        return Progress()
+
+    async def once() -> Progress:
+        async with session(1) as http:
+            text = await read_text(http, pod_ip, port, timeout)
+        try:
+            return Progress() if text is None else replace(parse(text), read_at=datetime.now(timezone.utc))
+        except ValueError:
+            return Progress()
+
+    return asyncio.run(once())
 
 
 class ProgressCache:
@@ -140,6 +146,7 @@ class ProgressCache:
         self._busy: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
         self._slots: asyncio.Semaphore | None = None
+        self._http: aiohttp.ClientSession | None = None  # made on the event loop at the first read
 
     def latest(self, key: tuple[str, str], uid: str | None) -> Progress:
         with self._lock:
@@ -160,13 +167,15 @@ class ProgressCache:
         """Read the driver once more; True when what status would show from it changed."""
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.concurrency)
+        if self._http is None:
+            self._http = session(self.concurrency)
         with self._lock:
             if key in self._busy:
                 return False
             self._busy.add(key)
         try:
             async with self._slots:
-                progress = await scrape(pod_ip, self.port, self.timeout)
+                progress = await scrape(self._http, pod_ip, self.port, self.timeout)
         finally:
             with self._lock:
                 self._busy.discard(key)
@@ -178,3 +187,9 @@ class ProgressCache:
     def forget(self, key: tuple[str, str]) -> None:
         with self._lock:
             self._latest.pop(key, None)
+
+    async def close(self) -> None:
+        """End the session of the reads (the operator's cleanup)."""
+        if self._http is not None:
+            await self._http.close()
+            self._http = None

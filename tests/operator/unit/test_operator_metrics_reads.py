@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from streamapp_operator.observe.metrics import ProgressCache, scrape
+from streamapp_operator.observe.metrics import ProgressCache, scrape, session
 
 pytestmark = pytest.mark.unit
 METRICS = """# TYPE streamapp_source_lag_records gauge
@@ -44,22 +44,37 @@ def _serve(body: str, status: int = 200) -> http.server.HTTPServer:
 def test_a_driver_that_answers_reaches_the_cache_once_and_then_reads_as_unchanged():
     server = _serve(METRICS)
     cache = ProgressCache(port=server.server_port)
+
+    async def scenario() -> None:
+        try:
+            assert cache.latest(KEY, "uid-1").lag is None  # nothing read yet: no data, no waiting
+            assert await cache.scrape(KEY, "uid-1", "127.0.0.1") is True
+            assert cache.latest(KEY, "uid-1").lag == 13
+            assert dict(cache.latest(KEY, "uid-1").sink_lag) == {"q1": 12, "q2": 1}
+            assert await cache.scrape(KEY, "uid-1", "127.0.0.1") is False
+            assert cache.latest(KEY, "uid-2").lag is None  # a new driver starts with no data
+            assert not cache.due(KEY, "uid-1", every=60) and cache.due(KEY, "uid-2", every=60)
+        finally:
+            await cache.close()
+
     try:
-        assert cache.latest(KEY, "uid-1").lag is None  # nothing read yet: no data, no waiting
-        assert asyncio.run(cache.scrape(KEY, "uid-1", "127.0.0.1")) is True
-        assert cache.latest(KEY, "uid-1").lag == 13
-        assert dict(cache.latest(KEY, "uid-1").sink_lag) == {"q1": 12, "q2": 1}
-        assert asyncio.run(cache.scrape(KEY, "uid-1", "127.0.0.1")) is False
-        assert cache.latest(KEY, "uid-2").lag is None  # a new driver starts with no data
-        assert not cache.due(KEY, "uid-1", every=60) and cache.due(KEY, "uid-2", every=60)
+        asyncio.run(scenario())
     finally:
         server.shutdown()
+
+
+def _scrape(port: int, timeout: float = 3.0):
+    async def once():
+        async with session() as http:
+            return await scrape(http, "127.0.0.1", port, timeout=timeout)
+
+    return asyncio.run(once())
 
 
 def test_an_error_page_is_no_data():
     server = _serve("oops", status=500)
     try:
-        assert asyncio.run(scrape("127.0.0.1", server.server_port)).lag is None
+        assert _scrape(server.server_port).lag is None
     finally:
         server.shutdown()
 
@@ -71,7 +86,10 @@ def test_drivers_that_never_answer_cost_the_timeout_once_all_at_the_same_time():
     cache = ProgressCache(timeout=0.5, concurrency=50, port=silent.getsockname()[1])
 
     async def many() -> list[bool]:
-        return await asyncio.gather(*(cache.scrape(("ns", f"app-{i}"), "uid", "127.0.0.1") for i in range(100)))
+        try:
+            return await asyncio.gather(*(cache.scrape(("ns", f"app-{i}"), "uid", "127.0.0.1") for i in range(100)))
+        finally:
+            await cache.close()
 
     try:
         started = time.monotonic()
@@ -88,5 +106,5 @@ def test_nothing_listening_is_no_data_at_once():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     started = time.monotonic()
-    assert asyncio.run(scrape("127.0.0.1", port, timeout=5)).lag is None
+    assert _scrape(port, timeout=5).lag is None
     assert time.monotonic() - started < 1
