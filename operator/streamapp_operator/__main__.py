@@ -92,8 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         trace_to(os.environ["STREAMAPP_OPERATOR_TRACEMALLOC"])
     kopf.configure(verbose=args.verbose)
     logging.getLogger("kubernetes").setLevel(logging.WARNING)
-    handlers.RECONCILER.resync = args.resync
-    handlers.RECONCILER.settings = Settings(
+    settings = Settings(
         default_image=args.runtime_image or names.DEFAULT_RUNTIME_IMAGE,
         scale_debounce=timedelta(seconds=args.scale_debounce),
         rescale_timeout=timedelta(seconds=args.rescale_timeout),
@@ -113,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         namespaces=args.namespace,
         clusterwide=not args.namespace,
         liveness_endpoint=args.liveness,
+        memo=handlers.operator_memo(settings, args.resync),  # the reconciler is built from it at startup
     )
     return 0
 

@@ -3,6 +3,9 @@ after each; driver metrics read in the background, never inside a reconcile.
 
 - **Serialised and coalesced**: at most one reconcile of an app runs and at most one waits. A trigger
   that finds one waiting is dropped: the waiting one reads everything afresh once it starts.
+- **The one retry**: a reconcile that fails (the API server, Kafka, a bug) is logged and looked at
+  again after ``ERROR_RETRY`` seconds (at most a resync), whatever triggered it. It is never raised to
+  kopf, whose own retries of a handler would be a second, unserialised path.
 - **Driver events that change nothing** are dropped: a pod event whose driver observation (state,
   readiness, exit code, annotations, IP, uid) equals what the last reconcile saw gives the decision
   nothing new. Deletions always count.
@@ -36,7 +39,7 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from .decide.world import Driver, Kafka, Memory, Settings
-from .kubeapi import FAN_OUT, Kube, load_config
+from .kubeapi import FAN_OUT, ApiError, Kube, load_config
 from .observe.blockers import ClaimEvents
 from .observe.kafka import PartitionCache
 from .observe.kafka import Probe as PartitionProbe
@@ -45,7 +48,7 @@ from .observe.metrics import ProgressCache
 from .reconcile import Caches, reconcile
 
 log = logging.getLogger(__name__)
-RESYNC_SECONDS = float(os.environ.get("STREAMAPP_OPERATOR_RESYNC", "30"))
+RESYNC_SECONDS = 30.0  # the default of --resync (__main__)
 # Reconciles at once. They mostly wait on the API server: a thousand apps resyncing every 30 s at
 # ~0.3 s of API time each keep ~10 busy on a loaded server, and new apps and failures come on top.
 WORKERS = int(os.environ.get("STREAMAPP_OPERATOR_WORKERS", "48"))
@@ -112,9 +115,12 @@ class Reconciler:
             call = partial(reconcile, self.kube, namespace, name, self.settings, app.memory, caches=self.caches,
                            known=known, created=created)
             outcome = await loop.run_in_executor(self.pool, call)
-        except Exception:
-            self.requeue(namespace, name, min(self.resync, ERROR_RETRY))  # never lose the periodic look
-            raise
+        except Exception as exc:  # noqa: BLE001 - the one retry: look again (never lose the periodic look)
+            retry = min(self.resync, ERROR_RETRY)
+            log.warning("reconcile of %s/%s failed, again in %.0f s: %s", namespace, name, retry, exc,
+                        exc_info=not isinstance(exc, ApiError))  # a bug's traceback; the API server's answer says enough
+            self.requeue(namespace, name, retry)
+            return
         finally:
             app.lock.release()
         if outcome.plan is None:
@@ -123,7 +129,7 @@ class Reconciler:
         app.memory, app.driver = outcome.plan.memory, outcome.driver
         app.probe, app.kafka = outcome.probe, outcome.kafka
         app.known = outcome.children
-        if known is None:  # read afresh by this reconcile: the next full read is due ten resyncs on
+        if known is None:  # read afresh by this reconcile: the next full read is due CHILDREN_EVERY resyncs on
             app.known_at = began
         self._read_metrics(key, outcome.driver)
         if outcome.reread:
@@ -169,17 +175,13 @@ class Reconciler:
 
     async def _later(self, namespace: str, name: str) -> None:
         app = self.apps.get((namespace, name))
-        try:
-            if app is not None:
-                app.timer = None
-                if app.periodic and await self._nothing_new(app):
-                    self._read_metrics((namespace, name), app.driver)
-                    self.requeue(namespace, name, self._periodic(), periodic=True)
-                    return
-            await self.run(namespace, name)
-        except Exception as exc:  # noqa: BLE001 - the timer will look again
-            log.warning("requeued reconcile of %s/%s failed: %s", namespace, name, exc)
-            self.requeue(namespace, name, min(self.resync, ERROR_RETRY))
+        if app is not None:
+            app.timer = None
+            if app.periodic and await self._nothing_new(app):
+                self._read_metrics((namespace, name), app.driver)
+                self.requeue(namespace, name, self._periodic(), periodic=True)
+                return
+        await self.run(namespace, name)  # retries its own failures
 
     async def _nothing_new(self, app: _App) -> bool:
         """Whether the periodic look can end at the partition counts: they are as the last reconcile saw
@@ -190,7 +192,11 @@ class Reconciler:
                 loop.time() - app.known_at >= self.resync * FULL_EVERY or app.waiting or app.lock.locked():
             return False
         self._start()
-        now = await loop.run_in_executor(self.pool, partial(app.probe.observe, cache=self.caches.partitions))
+        try:
+            now = await loop.run_in_executor(self.pool, partial(app.probe.observe, cache=self.caches.partitions))
+        except Exception as exc:  # noqa: BLE001 - a look that cannot be cheap is a full one
+            log.debug("partition counts of %s: %s", app.probe, exc)
+            return False
         return now == app.kafka
 
     def _read_metrics(self, key: Key, driver: Driver | None) -> None:
@@ -205,3 +211,16 @@ class Reconciler:
     async def _scrape(self, key: Key, uid: str, ip: str) -> None:
         if await self.caches.progress.scrape(key, uid, ip):
             self.requeue(*key, 0)
+
+    async def close(self) -> None:
+        """The operator stops: no more looks, the metric reads' session closed, the threads let go."""
+        for app in self.apps.values():
+            if app.timer is not None:
+                app.timer.cancel()
+        for task in list(self._reads):
+            task.cancel()
+        await asyncio.gather(*self._reads, return_exceptions=True)
+        if self.caches is not None and self.caches.progress is not None:
+            await self.caches.progress.close()
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)

@@ -1,13 +1,17 @@
-"""When the scheduler looks at an app again: the timers of scheduler.Reconciler, on a real event loop."""
+"""When the scheduler looks at an app again: the timers of scheduler.Reconciler, on a real event loop;
+its one retry of a failed reconcile; the reconciler's life from kopf's startup to its cleanup."""
 
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from streamapp_operator.decide.world import Settings
-from streamapp_operator.scheduler import Reconciler, _App
+from streamapp_operator.decide.world import Kafka, Settings
+from streamapp_operator.kubeapi import ApiError
+from streamapp_operator.reconcile import Caches
+from streamapp_operator.scheduler import ERROR_RETRY, Reconciler, _App
 
 pytestmark = pytest.mark.unit
 KEY = ("ns", "app")
@@ -44,3 +48,69 @@ def _timers(*requests: tuple[float, bool]) -> tuple[float, bool]:
 ])
 def test_an_asked_for_look_is_never_cut_short_by_the_periodic_one(requests, expected):
     assert _timers(*requests) == expected
+
+
+def _failing_run(monkeypatch, error: Exception, resync: float) -> tuple[float, bool]:
+    """A reconcile that raises: (seconds until the look it leaves behind, whether that look is periodic)."""
+    from streamapp_operator import scheduler
+
+    def fails(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(scheduler, "reconcile", fails)
+
+    async def scenario() -> tuple[float, bool]:
+        reconciler = Reconciler(Settings(default_image="runtime"), resync=resync)
+        reconciler.kube, reconciler.caches = object(), Caches()  # nothing to connect to
+        reconciler.pool = ThreadPoolExecutor(1)
+        try:
+            await reconciler.run(*KEY)  # raises nothing: the scheduler is the one retry
+            app = reconciler.apps[KEY]
+            left = app.timer.when() - asyncio.get_running_loop().time()
+            return round(left, 1), app.periodic
+        finally:
+            await reconciler.close()
+
+    return asyncio.run(scenario())
+
+
+@pytest.mark.parametrize(("error", "resync", "expected"), [
+    (ApiError(500, "Internal Server Error"), 30, (ERROR_RETRY, False)),  # the API server: again soon, a full look
+    (RuntimeError("a bug"), 30, (ERROR_RETRY, False)),  # anything else alike
+    (ApiError(409, "Conflict"), 4, (4, False)),  # never later than the periodic look would come
+])
+def test_a_failed_reconcile_is_retried_by_the_scheduler_alone(monkeypatch, error, resync, expected):
+    assert _failing_run(monkeypatch, error, resync) == expected
+
+
+def test_a_periodic_look_that_cannot_read_the_partition_counts_is_a_full_one():
+    class Unreachable:
+        def observe(self, **kwargs):
+            raise OSError("no route to the brokers")
+
+    async def scenario() -> bool:
+        reconciler = Reconciler(Settings(default_image="runtime"), resync=30)
+        reconciler.kube, reconciler.caches, reconciler.pool = object(), Caches(), ThreadPoolExecutor(1)
+        app = _App(probe=Unreachable(), kafka=Kafka(partitions=4), known={},
+                   known_at=asyncio.get_running_loop().time())
+        try:
+            return await reconciler._nothing_new(app)
+        finally:
+            await reconciler.close()
+
+    assert asyncio.run(scenario()) is False
+
+
+def test_the_reconciler_is_built_at_startup_from_the_memo_and_closed_at_cleanup():
+    from streamapp_operator import handlers
+
+    async def scenario() -> tuple[Reconciler, Settings, float]:
+        settings = Settings(default_image="runtime:2")
+        memo = handlers.operator_memo(settings, resync=7)
+        await handlers.start_reconciler(memo=memo)
+        built = memo[handlers.RECONCILER]
+        await handlers.stop_reconciler(memo=memo)
+        return built, settings, built.resync
+
+    built, settings, resync = asyncio.run(scenario())
+    assert isinstance(built, Reconciler) and built.settings is settings and resync == 7
