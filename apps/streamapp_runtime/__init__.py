@@ -7,6 +7,8 @@ Where things live, and where to add one:
 - ``compile/``: the resolved pipeline (``streamapp_api.resolve``) to DataFrames — ``sources`` (a
   new value format: a row in ``sources.FORMATS``), ``steps/`` (one module per kind of step), ``dlq``.
 - ``sinks/``: one writer per kind of query (a new sink: a module and a row in ``sinks.WRITERS``).
+  Sink kinds and value formats are declared in the API (``streamapp_api.sinks.SINK_KINDS``,
+  ``streamapp_api.sources.VALUE_FORMATS``); the runtime asks those, never a kind's name.
 - ``run/``: the process — ``settings`` (pure), ``session``, ``runner`` (start and supervise),
   ``recovery`` (pure retry policy), ``kafka_wait``, ``listener``, ``metrics``, ``http_server``.
 - ``state/``: the ``streamapp state`` tool (reads aggregate state from a checkpoint).

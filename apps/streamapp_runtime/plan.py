@@ -1,7 +1,7 @@
 """What queries a StreamApp becomes: pure decisions over the API models, no pyspark.
 
 Each sink is one streaming query over the whole lineage of the stream it writes (Spark has no shared
-sub-topologies). A JSON source's bad records are counted by the first sink query that reads it (its
+sub-topologies). A source's malformed records are counted by the first sink query that reads it (its
 *owner*), and the dead-letter writer (run.dead_letters) reads back only the batches that had some; in
 real-time mode, or for a source no sink reads, a dead-letter query of its own reads every record again.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from streamapp_api import Source, StreamApp, Table, contract, realtime, resolve
+from streamapp_api.checkpoint import query_checkpoint
 from streamapp_api.durations import spark_interval, trigger_interval
 from streamapp_api.spec import Stream
 
@@ -35,7 +36,7 @@ class QueryPlan:
     kind: str  # a sink writer of sinks.WRITERS: kafka | postgres | console | dlq
     reads: str  # the source or stream written (the source for dlq)
     output_mode: str
-    checkpoint: str  # a path or a URI (contract.query_checkpoint)
+    checkpoint: str  # a path or a URI (streamapp_api.checkpoint.query_checkpoint)
     index: int | None = None  # position in spec.sinks
     trigger: Trigger = Trigger("asap")
     counts_bad: tuple[str, ...] = ()  # sources whose bad records this query counts (it owns their dead letters)
@@ -70,8 +71,8 @@ def output_mode_of(app: StreamApp, emit: str, available_now: bool) -> str:
 
 
 def dead_letter_owners(app: StreamApp) -> dict[str, str]:
-    """JSON source with dead letters on -> the sink query that counts its bad records: the first sink
-    (in spec order) whose lineage reads it. In real-time mode none: a query reports its progress only
+    """Source whose records can be malformed, dead letters on -> the sink query that counts its bad
+    records: the first sink (in spec order) whose lineage reads it. In real-time mode none: a query reports its progress only
     per checkpoint interval (minutes), too late for dead letters. Pure."""
     if not app.spec.dead_letter.enabled or app.spec.realtime:
         return {}
@@ -80,7 +81,7 @@ def dead_letter_owners(app: StreamApp) -> dict[str, str]:
     for sink in app.spec.sinks:
         for source in resolved.lineage(sink.from_).sources:
             owners.setdefault(source, sink.query_name)
-    return {s.name: owners[s.name] for s in app.spec.sources if s.format == "json" and s.name in owners}
+    return {s.name: owners[s.name] for s in app.spec.sources if s.value_format.can_be_malformed and s.name in owners}
 
 
 def query_plans(app: StreamApp, checkpoint_root: str, console: bool = False,
@@ -93,14 +94,14 @@ def query_plans(app: StreamApp, checkpoint_root: str, console: bool = False,
         name = sink.query_name + ("-console" if console else "")
         mode = output_mode_of(app, resolved.emit(sink.from_), available_now)
         counts = tuple(source for source, owner in owners.items() if owner == name)
-        plans.append(QueryPlan(name, kind, sink.from_, mode, contract.query_checkpoint(checkpoint_root, name), i,
+        plans.append(QueryPlan(name, kind, sink.from_, mode, query_checkpoint(checkpoint_root, name), i,
                                trigger(app, available_now), counts))
     if app.spec.dead_letter.enabled and not console:
         for source in app.spec.sources:
-            if source.format == "json" and source.name not in owners:
+            if source.value_format.can_be_malformed and source.name not in owners:
                 name = contract.dlq_query(source.name)
                 plans.append(QueryPlan(name, "dlq", source.name, output_mode_of(app, "final", available_now),
-                                       contract.query_checkpoint(checkpoint_root, name),
+                                       query_checkpoint(checkpoint_root, name),
                                        trigger=trigger(app, available_now, DLQ_MIN_INTERVAL_S)))
     return plans
 

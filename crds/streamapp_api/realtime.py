@@ -56,12 +56,9 @@ def check_realtime(app: StreamApp) -> list[Issue]:
                 issues.extend(Issue(path, f"real-time mode runs stateless steps only; this query {found}: remove "
                                     f"it, {_MICRO_BATCHES}") for found in sql_state(step.sql))
     for i, sink in enumerate(spec.sinks):
-        if sink.postgres is not None:
-            issues.append(Issue(f"spec.sinks[{i}].postgres", "real-time mode writes to Kafka only (Spark has no "
-                                f"real-time writer for a batch upsert); write to a Kafka topic, {_MICRO_BATCHES}"))
-        elif sink.kafka is not None and sink.kafka.delivery == "exactly-once":
-            issues.append(Issue(f"spec.sinks[{i}].kafka.delivery", "exactly-once commits a Kafka transaction per "
-                                "micro-batch, and real-time mode has none; use at-least-once, " + _MICRO_BATCHES))
+        for kind, target in sink.targets():
+            issues.extend(Issue(f"spec.sinks[{i}].{kind}{f.field}", f.message + _MICRO_BATCHES)
+                          for f in target.realtime_findings())
     if spec.scaling.mode == "load":
         issues.append(Issue("spec.scaling.mode", "load decides from micro-batch times, which real-time mode does not "
                             "have; use partitions (a task slot for every input partition of every query) or manual"))
@@ -70,14 +67,15 @@ def check_realtime(app: StreamApp) -> list[Issue]:
 
 def query_sources(app: StreamApp) -> dict[str, tuple[str, ...]]:
     """Each streaming query's name -> the sources it reads (a sink reads its stream's whole lineage;
-    a dead-letter query reads its one JSON source)."""
+    a dead-letter query reads its one source)."""
     resolved = resolve(app)
     queries = {}
     for sink in app.spec.sinks:
         if sink.from_ in resolved.lineages:
             queries[sink.query_name] = resolved.lineage(sink.from_).sources
     if app.spec.dead_letter.enabled:
-        queries.update({dlq_query(s.name): (s.name,) for s in app.spec.sources if s.format == "json"})
+        queries.update({dlq_query(s.name): (s.name,) for s in app.spec.sources
+                        if s.value_format.can_be_malformed})
     return queries
 
 

@@ -22,6 +22,7 @@ from .durations import parse_duration
 from .errors import Issue
 from .expressions import sql_problems
 from .pods import placement_issues
+from .sinks import ONE_TARGET_MESSAGE
 from .sources import SCHEMA_TYPE_HELP, SPARK_MANAGED_KAFKA_OPTIONS, Source, SparkTypeError, Table, parse_spark_type
 from .spec import APP_NAME_HELP, APP_NAME_PATTERN, StreamApp
 from .steps import SHUFFLING_STEPS, STEP_KEYS, Join, Step, Window
@@ -82,10 +83,9 @@ def _columns_ok(mapping: dict | None, path: str) -> Iterator[Issue]:
 def check_source(source: Source | Table, path: str) -> Iterator[Issue]:
     if isinstance(source, Source) and (source.topic is None) == (source.topics is None):
         yield Issue(f"{path}.topic", "set exactly one of topic or topics")
-    if source.format == "json" and source.schema_ is None:
-        yield Issue(f"{path}.schema", "format json needs a schema (column name -> Spark SQL type)")
-    if source.format == "string" and source.schema_ is not None:
-        yield Issue(f"{path}.schema", "format string has the single column 'value'; remove schema")
+    problem = source.value_format.schema_problem(source.format, source.schema_ is not None)
+    if problem:
+        yield Issue(f"{path}.schema", problem)
     yield from _columns_ok(source.schema_, f"{path}.schema")
     for column, type_text in (source.schema_ or {}).items():
         try:
@@ -242,9 +242,11 @@ def _check_capacity(app: StreamApp) -> Iterator[Issue]:
     if dlq in source_topics:
         yield Issue("spec.deadLetter.topic", f"{dlq!r} is also an input topic; use a topic of its own")
     for i, sink in enumerate(spec.sinks):
-        if sink.kafka is not None and sink.kafka.topic in source_topics:
-            yield Issue(f"spec.sinks[{i}].kafka.topic", f"{sink.kafka.topic!r} is also an input topic of this "
-                        "app: its output would be read back as input", "warning")
+        for kind, target in sink.targets():
+            topic = target.topic_written()
+            if topic is not None and topic in source_topics:
+                yield Issue(f"spec.sinks[{i}].{kind}.topic", f"{topic!r} is also an input topic of this "
+                            "app: its output would be read back as input", "warning")
 
 
 def check_objects(app: StreamApp) -> list[Issue]:
@@ -258,7 +260,7 @@ def check_objects(app: StreamApp) -> list[Issue]:
         for j, step in enumerate(stream.steps):
             issues.extend(check_step(step, f"spec.streams[{i}].steps[{j}]"))
     for i, sink in enumerate(app.spec.sinks):
-        if (sink.kafka is None) == (sink.postgres is None):
-            issues.append(Issue(f"spec.sinks[{i}]", "a sink writes to exactly one of kafka or postgres"))
+        if len(sink.targets()) != 1:
+            issues.append(Issue(f"spec.sinks[{i}]", ONE_TARGET_MESSAGE))
     issues.extend(check_settings(app))
     return issues

@@ -5,7 +5,6 @@ Pure functions, no I/O.
 
 from __future__ import annotations
 
-from .contract import postgres_uri_env
 from .errors import Issue
 from .flow import Flow
 from .realtime import check_realtime
@@ -26,16 +25,15 @@ def _check_sinks(app: StreamApp, flows: dict[str, Flow]) -> list[Issue]:
     uri_envs: dict[str, tuple[int, str, str]] = {}  # driver env variable -> first sink, Secret, key
     for i, sink in enumerate(app.spec.sinks):
         base = f"spec.sinks[{i}]"
-        if (sink.kafka is None) == (sink.postgres is None):
+        if len(sink.targets()) != 1:
             continue
-        if sink.postgres is not None:
-            ref = sink.postgres.secret_ref
-            env = postgres_uri_env(ref.name)
-            first = uri_envs.setdefault(env, (i, ref.name, ref.key))
-            if first[1:] != (ref.name, ref.key):
+        kind, target = sink.targets()[0]
+        for ref in target.secret_env():
+            first = uri_envs.setdefault(ref.env, (i, ref.secret, ref.key))
+            if first[1:] != (ref.secret, ref.key):
                 # The driver receives each connection URI in one variable named after the Secret.
-                issues.append(Issue(f"{base}.postgres.secretRef", f"Secret {ref.name!r} key {ref.key!r} would reach "
-                                    f"the driver in the same variable {env} as spec.sinks[{first[0]}] (Secret "
+                issues.append(Issue(f"{base}.{kind}{ref.field}", f"Secret {ref.secret!r} key {ref.key!r} would "
+                                    f"reach the driver in the same variable {ref.env} as spec.sinks[{first[0]}] (Secret "
                                     f"{first[1]!r} key {first[2]!r}); use one key per Secret, or another Secret"))
         query = sink.query_name
         if query in names:
@@ -45,17 +43,9 @@ def _check_sinks(app: StreamApp, flows: dict[str, Flow]) -> list[Issue]:
         flow = flows.get(sink.from_)
         if flow is None or flow.columns is None:
             continue
-        if sink.kafka is not None and sink.kafka.key and sink.kafka.key not in flow.columns:
-            issues.append(Issue(f"{base}.kafka.key", flow.missing(sink.kafka.key, sink.from_)))
-        if sink.postgres is not None:
-            for j, column in enumerate(sink.postgres.primary_key):
-                if column not in flow.columns:
-                    issues.append(Issue(f"{base}.postgres.primaryKey[{j}]", flow.missing(column, sink.from_)))
-            if flow.group_columns is not None:
-                uncovered = [c for c in flow.group_columns if c not in sink.postgres.primary_key]
-                if uncovered:
-                    issues.append(Issue(f"{base}.postgres.primaryKey", f"does not include {', '.join(uncovered)}: "
-                                        "rows of different groups would overwrite each other", "warning"))
+        findings = target.stream_findings(flow.columns, flow.group_columns,
+                                          lambda column: flow.missing(column, sink.from_))
+        issues.extend(Issue(f"{base}.{kind}{f.field}", f.message, f.severity) for f in findings)
     return issues
 
 

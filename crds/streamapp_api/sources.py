@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
 from pydantic import Field
@@ -158,27 +159,57 @@ _ONE_TOPIC = cel(
     "set exactly one of topic or topics",
     field_path=".topic",
 )
-_JSON_SCHEMA = cel(
-    "self.format != 'json' || has(self.schema)",
-    "format json needs a schema (column name -> Spark SQL type)",
-    field_path=".schema",
-    reason="FieldValueRequired",
-)
-_STRING_NO_SCHEMA = cel(
-    "self.format != 'string' || !has(self.schema)",
-    "format string has the single column 'value'; remove schema",
-    field_path=".schema",
-)
+@dataclass(frozen=True)
+class ValueFormatKind:
+    """What a value format declares; the checks, the operator and the runtime ask this, never its name.
+
+    A new format: a row in VALUE_FORMATS and ValueFormat here, and a parse function in the runtime's
+    ``compile/sources.FORMATS`` (DEVELOPMENT.md, "A new value format").
+    """
+
+    # The value's columns come from the spec's schema (True), or are always ``columns`` (False).
+    needs_schema: bool
+    # A record can fail to decode: such records go to the dead-letter topic, counted.
+    can_be_malformed: bool
+    columns: dict[str, str] = field(default_factory=dict)
+
+    def schema_problem(self, name: str, has_schema: bool) -> str | None:
+        """Why the schema may not be (un)set for this format, or None."""
+        if self.needs_schema and not has_schema:
+            return f"format {name} needs a schema (column name -> Spark SQL type)"
+        if not self.needs_schema and has_schema:
+            listed = ", ".join(repr(c) for c in self.columns)
+            what = f"the single column {listed}" if len(self.columns) == 1 else f"the columns {listed}"
+            return f"format {name} has {what}; remove schema"
+        return None
+
+    def value_columns(self, schema: dict[str, str] | None) -> dict[str, str]:
+        """Column name -> Spark SQL type of a record's value."""
+        return dict(schema or {}) if self.needs_schema else dict(self.columns)
 
 
-# How record values are read, for sources and tables alike (a new format: here, and a parse function
-# in the runtime's compile/sources.FORMATS).
+# How record values are read, for sources and tables alike.
 ValueFormat = Literal["json", "string"]
+VALUE_FORMATS: dict[str, ValueFormatKind] = {
+    "json": ValueFormatKind(needs_schema=True, can_be_malformed=True),
+    "string": ValueFormatKind(needs_schema=False, can_be_malformed=False, columns={"value": "string"}),
+}
+
+
+def _schema_rule(name: str, kind: ValueFormatKind) -> dict:
+    if kind.needs_schema:
+        return cel(f"self.format != '{name}' || has(self.schema)", kind.schema_problem(name, False) or "",
+                   field_path=".schema", reason="FieldValueRequired")
+    return cel(f"self.format != '{name}' || !has(self.schema)", kind.schema_problem(name, True) or "",
+               field_path=".schema")
+
+
+_SCHEMA_RULES = [_schema_rule(name, kind) for name, kind in VALUE_FORMATS.items()]
 
 
 def record_columns(value_format: str, schema: dict[str, str] | None) -> set[str]:
     """The columns every row of a source or table has: the metadata, then the value's."""
-    return set(METADATA_COLUMNS) | set((schema or {}) if value_format == "json" else {"value": "string"})
+    return set(METADATA_COLUMNS) | set(VALUE_FORMATS[value_format].value_columns(schema))
 
 
 # What a source's checkpoint state is made of: a change to it leaves that state unusable.
@@ -188,7 +219,7 @@ _SOURCE_STATE = ChangeClass("incompatible", "the checkpoint records offsets per 
 class Source(ApiModel):
     """A stream of records read from Kafka (Kafka Streams: KStream). Every record is an event."""
 
-    model_config = api_config(_ONE_TOPIC, _JSON_SCHEMA, _STRING_NO_SCHEMA)
+    model_config = api_config(_ONE_TOPIC, *_SCHEMA_RULES)
 
     name: Name = Field(description="Name other streams and sinks use to read this source.")
     topic: Annotated[Topic | None, _SOURCE_STATE] = Field(
@@ -238,6 +269,10 @@ class Source(ApiModel):
     def topic_list(self) -> list[str]:
         return [self.topic] if self.topic else list(self.topics or [])
 
+    @property
+    def value_format(self) -> ValueFormatKind:
+        return VALUE_FORMATS[self.format]
+
     def columns(self) -> set[str]:
         return record_columns(self.format, self.schema_)
 
@@ -261,7 +296,7 @@ class Table(ApiModel):
     beginning of the topic so the table is complete; streams look rows up in it with a join step.
     """
 
-    model_config = api_config(_JSON_SCHEMA, _STRING_NO_SCHEMA)
+    model_config = api_config(*_SCHEMA_RULES)
 
     name: Name = Field(description="Name join steps use to look rows up in this table.")
     topic: Annotated[Topic, _TABLE_STATE] = Field(
@@ -282,6 +317,10 @@ class Table(ApiModel):
         default=None,
         description="Forget keys not updated for this long (bounds state size). Default: keep forever.",
     )
+
+    @property
+    def value_format(self) -> ValueFormatKind:
+        return VALUE_FORMATS[self.format]
 
     def columns(self) -> set[str]:
         return record_columns(self.format, self.schema_)

@@ -11,16 +11,17 @@ import pytest
 import yaml
 from prometheus_client import generate_latest
 
-from streamapp_api import contract
+from streamapp_api import checkpoint, contract
 from streamapp_api.document import load
 from streamapp_operator import names
 from streamapp_operator.observe.metrics import parse as operator_reads_metrics
 from streamapp_operator.render import Launch, render_all
-from streamapp_operator.render.driver import _postgres_env
+from streamapp_operator.render.driver import _sink_secret_env
 from streamapp_runtime import cli
+from streamapp_runtime.connections import postgres_uri
 from streamapp_runtime.run.metrics import Metrics
 from streamapp_runtime.run.settings import (
-    Settings, expand_env, from_environment, merge_conf, postgres_env_uris, postgres_uri, spark_defaults,
+    Settings, expand_env, from_environment, merge_conf, postgres_env_uris, spark_defaults,
 )
 from streamapp_testbed.paths import REPO_DIR
 
@@ -115,11 +116,11 @@ def test_the_checkpoint_dir_the_pod_gets_is_the_root_the_runtime_uses(nonce, exp
 
 
 def test_checkpoint_locations_join_as_uris_too():
-    assert contract.query_checkpoint("/var/lib/x/gen-0/", "counts") == "/var/lib/x/gen-0/counts"
-    assert contract.query_checkpoint(contract.checkpoint_root("s3a://bucket/apps/a", "2"), "counts") == \
+    assert checkpoint.query_checkpoint("/var/lib/x/gen-0/", "counts") == "/var/lib/x/gen-0/counts"
+    assert checkpoint.query_checkpoint(checkpoint.checkpoint_root("s3a://bucket/apps/a", "2"), "counts") == \
         "s3a://bucket/apps/a/gen-2/counts"
     with pytest.raises(ValueError):
-        contract.query_checkpoint("/x", "a/b")
+        checkpoint.query_checkpoint("/x", "a/b")
 
 
 def test_metrics_port_and_pod_ip_reach_the_runtime():
@@ -150,7 +151,7 @@ def test_kafka_secret_keys_become_kafka_options_in_the_runtime():
 
 def test_each_postgres_sink_uri_reaches_the_runtime_under_the_name_it_reads():
     app = _example()
-    env = _postgres_env(app)
+    env = _sink_secret_env(app)
     # What the kubelet would resolve from the Secret: here each variable gets a distinct value.
     environ = {var["name"]: f"postgresql://from-{var['valueFrom']['secretKeyRef']['name']}" for var in env}
     settings = Settings(checkpoint_root="/tmp/x", postgres_uris=postgres_env_uris(environ))
@@ -158,7 +159,7 @@ def test_each_postgres_sink_uri_reaches_the_runtime_under_the_name_it_reads():
     for sink in (s for s in app.spec.sinks if s.postgres):
         secret = sink.postgres.secret_ref
         assert {"name": secret.name, "key": secret.key} in [v["valueFrom"]["secretKeyRef"] for v in env]
-        assert postgres_uri(settings, secret.name, "spec.sinks") == f"postgresql://from-{secret.name}"
+        assert postgres_uri(settings.postgres_uris, secret.name, "spec.sinks") == f"postgresql://from-{secret.name}"
 
 
 def test_the_metrics_the_runtime_serves_are_the_ones_the_operator_reads():

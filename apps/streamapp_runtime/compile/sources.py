@@ -9,6 +9,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -118,7 +120,7 @@ def parse(raw: DataFrame, item: Source | Table) -> DataFrame:
     ISO-8601 parsing (with or without fraction and offset, or epoch seconds).
     """
     keep = [*_metadata(raw), F.col("key").alias(RAW_KEY), F.col("value").alias(RAW_VALUE)]
-    return FORMATS[item.format](raw, item, keep)
+    return FORMATS[item.format].parse(raw, item, keep)
 
 
 def _parse_string(raw: DataFrame, item: Source | Table, keep: list[Column]) -> DataFrame:
@@ -159,13 +161,9 @@ def _parse_json(raw: DataFrame, item: Source | Table, keep: list[Column]) -> Dat
     return parsed.select(*metadata, *columns, error.alias(ERROR))
 
 
-# Value formats of sources and tables (spec `format`): a new one (Avro with a registry, say) is a
-# parse function here, taking the Kafka rows to metadata, value columns, raw key/value and __error.
-FORMATS = {"string": _parse_string, "json": _parse_json}
-
-
-def malformed_reason(schema: dict[str, str]) -> Column:
+def _json_malformed_reason(item: Source | Table) -> Column:
     """For records flagged malformed: which fields have the wrong type, else 'malformed JSON'."""
+    schema = item.schema_ or {}
     raw = F.col(RAW_VALUE).cast("string")
     wrong = [
         F.when(F.get_json_object(raw, f"$.{name}").isNotNull() & F.col(name).isNull(),
@@ -176,6 +174,24 @@ def malformed_reason(schema: dict[str, str]) -> Column:
     listed = F.concat_ws("; ", *wrong) if wrong else F.lit("")
     return F.when(listed != "", F.concat(F.lit("wrong type: "), listed)).otherwise(
         F.lit("malformed JSON: not a JSON object"))
+
+
+@dataclass(frozen=True)
+class ValueReader:
+    """How the runtime reads one value format (streamapp_api.sources.VALUE_FORMATS declares it)."""
+
+    # Kafka rows -> metadata, value columns, raw key/value and __error (null when usable).
+    parse: Callable[[DataFrame, Source | Table, list[Column]], DataFrame]
+    # For a record __error flags "malformed": the reason the dead-letter topic gets. None for a format
+    # whose records cannot be malformed.
+    malformed_reason: Callable[[Source | Table], Column] | None = None
+
+
+# Value formats of sources and tables (spec `format`), one row per VALUE_FORMATS entry.
+FORMATS: dict[str, ValueReader] = {
+    "string": ValueReader(_parse_string),
+    "json": ValueReader(_parse_json, _json_malformed_reason),
+}
 
 
 def bad_count_name(source: str, read: str) -> str:
@@ -231,5 +247,7 @@ def bad_of(raw: DataFrame, source: Source) -> DataFrame:
     """The Kafka rows that cannot be used, parsed as the pipeline parses them, with the reason."""
     df = parse(raw, source)
     bad = df.where(F.col(ERROR).isNotNull())
-    reason = F.when(F.col(ERROR) == "malformed", malformed_reason(source.schema_ or {})).otherwise(F.col(ERROR))
+    explain = FORMATS[source.format].malformed_reason
+    reason = F.col(ERROR) if explain is None else \
+        F.when(F.col(ERROR) == "malformed", explain(source)).otherwise(F.col(ERROR))
     return bad.select(RAW_KEY, RAW_VALUE, reason.alias("reason"), "_topic", "_partition", "_offset", "_timestamp")

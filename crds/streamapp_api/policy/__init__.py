@@ -50,8 +50,10 @@ def _check_image(app: StreamApp, policy: Policy) -> Iterator[Issue]:
 def _check_kafka(app: StreamApp, policy: Policy) -> Iterator[Issue]:
     yield from kafka.option_issues(app.spec.kafka.options or {}, policy.kafka_options.allow)
     for i, sink in enumerate(app.spec.sinks):
-        if sink.kafka is not None and kafka.internal_topic(sink.kafka.topic):
-            yield kafka.topic_issue(f"spec.sinks[{i}].kafka.topic", sink.kafka.topic, "sink topic")
+        for kind, target in sink.targets():
+            topic = target.topic_written()
+            if topic is not None and kafka.internal_topic(topic):
+                yield kafka.topic_issue(f"spec.sinks[{i}].{kind}.topic", topic, "sink topic")
     letter = app.spec.dead_letter
     if letter.enabled and letter.topic is not None and kafka.internal_topic(letter.topic):
         yield kafka.topic_issue("spec.deadLetter.topic", letter.topic, "dead-letter topic")

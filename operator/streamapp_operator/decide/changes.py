@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel
 
 from streamapp_api import StreamAppSpec
+from streamapp_api.sinks import query_name_of
 from streamapp_api.changes import KINDS, ByField, ByItem, BySteps, ChangeClass, Kind, alias, declaration, model_in
 
 _RANK = {kind: rank for rank, kind in enumerate(KINDS)}
@@ -108,9 +109,7 @@ def _paired(match: str, items: list[dict]) -> dict[str, tuple[int, dict]]:
 def _pairing_key(match: str, item: dict) -> str:
     if match == "name" or item.get("name"):
         return item.get("name")
-    # a sink without a name: its query is named after its input and its target
-    target = (item.get("kafka") or {}).get("topic") or (item.get("postgres") or {}).get("table")
-    return f"{item.get('from')}-{target}"
+    return query_name_of(item)  # a sink without a name: its query is named after its input and its target
 
 
 def _steps(steps: BySteps, model: type[BaseModel], old: list[dict], new: list[dict], path: str) -> Iterator[Change]:

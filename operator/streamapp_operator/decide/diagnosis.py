@@ -37,9 +37,7 @@ def referenced_secrets(app: StreamApp) -> list[tuple[str, str | None, str]]:
     if app.spec.kafka.secret_ref is not None:
         refs.append((app.spec.kafka.secret_ref.name, None, "spec.kafka.secretRef"))
     for i, sink in enumerate(app.spec.sinks):
-        if sink.postgres is not None:
-            ref = sink.postgres.secret_ref
-            refs.append((ref.name, ref.key, f"spec.sinks[{i}].postgres.secretRef"))
+        refs += [(ref.secret, ref.key, f"spec.sinks[{i}].{sink.kind}{ref.field}") for ref in sink.target.secret_env()]
     s3 = app.spec.state.checkpoint.s3
     if s3 is not None and s3.secret_ref is not None:  # the object-store checkpoint's key pair
         ref, field = s3.secret_ref, "spec.state.checkpoint.s3.secretRef"

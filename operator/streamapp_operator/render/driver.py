@@ -34,17 +34,17 @@ def _env(app: StreamApp) -> list[dict]:
         {"name": "SPARK_LOCAL_DIRS", "value": names.SPARK_LOCAL_DIR},
         {"name": "HOME", "value": "/tmp"},
         {"name": contract.ENV_TERMINATION_LOG, "value": contract.TERMINATION_LOG},
-        *_postgres_env(app),
+        *_sink_secret_env(app),
         *s3_credentials_env(app),
     ]
 
 
-def _postgres_env(app: StreamApp) -> list[dict]:
-    """Each Postgres sink's connection URI, from its Secret, under the name the runtime reads."""
-    refs = {(s.postgres.secret_ref.name, s.postgres.secret_ref.key) for s in app.spec.sinks if s.postgres}
+def _sink_secret_env(app: StreamApp) -> list[dict]:
+    """The Secret keys sinks need (a connection URI, say), under the names the runtime reads."""
+    refs = {(ref.env, ref.secret, ref.key) for sink in app.spec.sinks for ref in sink.target.secret_env()}
     return [
-        {"name": contract.postgres_uri_env(name), "valueFrom": {"secretKeyRef": {"name": name, "key": key}}}
-        for name, key in sorted(refs)
+        {"name": env, "valueFrom": {"secretKeyRef": {"name": name, "key": key}}}
+        for env, name, key in sorted(refs, key=lambda r: r[1:])
     ]
 
 

@@ -79,7 +79,8 @@ def table_join(spark: SparkSession, frame: Frame, table: Table, join: Join, opti
     if join.type == "inner":
         joined = joined.where(F.col(TABLE_VALUE).isNotNull())
     values = sorted(table.value_columns())
-    value_ddl = ", ".join(f"`{c}` {(table.schema_ or {}).get(c, 'string')}" for c in values)
+    types = table.value_format.value_columns(table.schema_)
+    value_ddl = ", ".join(f"`{c}` {types[c]}" for c in values)
     table_struct = F.from_json(F.col(TABLE_VALUE), value_ddl)
     prefix = table.name.replace("-", "_")
     names = {c: (f"{prefix}_{c}" if c in df.columns else c) for c in values}
