@@ -19,7 +19,6 @@ from pathlib import Path
 
 COLUMNS = ("method", "round", "t", "phase", "produced", "lag", "input_rate", "processed_rate", "batch_s", "registered",
            "with_tasks", "pods", "pending", "target", "decided_at", "last_batch", "driver_uid", "driver_stopping", "driver_restarts")
-BARS = {"decision_to_tasks_s": 30.0, "step_to_lag_back_s": 180.0}
 
 
 def _first(samples: list[dict], since: float, check) -> dict | None:

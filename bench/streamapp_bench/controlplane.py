@@ -235,7 +235,7 @@ def run(bed, workdir: Path, total: int = 1000, batch: int = 100, fail: int = 100
                 {"apiVersion": "v1", "kind": "List", "items": [pv(n) for n in names]}))
             if profile_seconds and start + batch >= total:
                 sampler = profiling.start(operator.proc.pid, profile_seconds, workdir / "operator.pyspy")
-            rss0, cpu0 = proc_usage(operator.proc.pid)
+            _, cpu0 = proc_usage(operator.proc.pid)
             served0 = apiserver_counters(bed.control_plane)
             began = time.monotonic()
             for name in names:

@@ -60,7 +60,6 @@ class Expression:
     functions: frozenset[str] = frozenset()
     star: bool = False  # '*' or 't.*' (count(*) is not a star: it reads no column)
     name: str | None = None  # output name as a select item: the alias, or the column's (last) name
-    subquery: bool = False
     tables: tuple[str, ...] = ()  # tables read by subqueries, as written
     error: str | None = None
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 
@@ -26,13 +26,6 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[st
 def add_partitions(bootstrap: str, name: str, total: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_partitions([NewPartitions(name, total)])[name].result(timeout=30)
-
-
-def partition_count(bootstrap: str, name: str) -> int:
-    topic = AdminClient({"bootstrap.servers": bootstrap}).list_topics(name, timeout=10).topics[name]
-    if topic.error is not None:
-        raise KafkaException(topic.error)
-    return len(topic.partitions)
 
 
 def produce(
@@ -68,13 +61,22 @@ def produce(
     return count
 
 
-def consume_all(
-    bootstrap: str, topic: str, expect: int | None = None, timeout: float = 30, idle: float = 3
-) -> list[tuple[bytes | None, bytes | None]]:
-    """Read a topic from the beginning.
+def read_topic(
+    bootstrap: str,
+    topic: str,
+    until: int | None = None,
+    idle: float | None = 3.0,
+    timeout: float = 30.0,
+    after: int = 1,
+    counts: Callable[[Message], bool] = lambda _msg: True,
+    config: dict[str, str] | None = None,
+) -> list[Message]:
+    """Every message of `topic` from its start, in the order they came.
 
-    Stops when `expect` records arrived, or (without `expect`) when nothing new came for `idle`
-    seconds after the first record; never later than `timeout`.
+    Stops at the first of: `until` messages that `counts` accepts; nothing new for `idle` seconds
+    once `after` of those came (after=0: counted from the start, so an empty topic ends the read;
+    idle=None: never); `timeout` seconds. A Kafka error other than a retriable one or a topic not
+    created yet raises KafkaException. `config` adds consumer settings (isolation.level, ...).
     """
     consumer = Consumer(
         {
@@ -82,25 +84,37 @@ def consume_all(
             "group.id": f"testbed-reader-{time.monotonic_ns()}",
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
+            **(config or {}),
         }
     )
     consumer.subscribe([topic])
-    records: list[tuple[bytes | None, bytes | None]] = []
-    deadline = time.monotonic() + timeout
-    last_record = None
+    messages: list[Message] = []
+    counted = 0
+    started = time.monotonic()
+    deadline, last = started + timeout, started
     try:
-        while time.monotonic() < deadline and (expect is None or len(records) < expect):
-            msg = consumer.poll(0.5)
-            if msg is None:
-                if expect is None and last_record is not None and time.monotonic() - last_record > idle:
+        while time.monotonic() < deadline and (until is None or counted < until):
+            for msg in consumer.consume(5000, 0.5):
+                if msg.error():
+                    if msg.error().retriable() or "UNKNOWN_TOPIC" in msg.error().name():
+                        continue
+                    raise KafkaException(msg.error())
+                messages.append(msg)
+                counted += bool(counts(msg))
+                last = time.monotonic()
+                if until is not None and counted >= until:
                     break
-                continue
-            if msg.error():
-                if msg.error().retriable() or "UNKNOWN_TOPIC" in msg.error().name():
-                    continue
-                raise KafkaException(msg.error())
-            records.append((msg.key(), msg.value()))
-            last_record = time.monotonic()
+            if idle is not None and counted >= after and time.monotonic() - last > idle:
+                break
     finally:
         consumer.close()
-    return records
+    return messages
+
+
+def consume_all(
+    bootstrap: str, topic: str, expect: int | None = None, timeout: float = 30, idle: float = 3
+) -> list[tuple[bytes | None, bytes | None]]:
+    """(key, value) of every record of a topic from its start: until `expect` records came, or
+    (without `expect`) nothing new came for `idle` seconds after the first; never later than `timeout`."""
+    messages = read_topic(bootstrap, topic, until=expect, idle=idle if expect is None else None, timeout=timeout)
+    return [(msg.key(), msg.value()) for msg in messages]

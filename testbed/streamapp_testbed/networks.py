@@ -19,9 +19,6 @@ from __future__ import annotations
 import ipaddress
 import random
 
-LOOPBACK_V4 = ipaddress.ip_network("127.0.0.0/8")
-LOOPBACK_V6 = ipaddress.ip_network("::1/128")
-
 # the real single-node cluster (node.py)
 BRIDGE = "streamapp0"
 POD_CIDR = "10.244.0.0/24"

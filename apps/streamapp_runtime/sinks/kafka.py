@@ -10,7 +10,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from streamapp_runtime.compile.frame import value_columns
+from streamapp_runtime.compile.frame import INTERNAL_PREFIX, value_columns
 
 # ISO-8601 UTC timestamps in sink values (the session time zone is UTC).
 OUTPUT_JSON = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSXXX", "ignoreNullFields": "false"}
@@ -19,7 +19,7 @@ OUTPUT_JSON = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSXXX", "ignoreNullFie
 def key_column(df: DataFrame, key: str | None, where: str) -> str | None:
     if key is not None:
         if key not in df.columns:
-            shown = ", ".join(c for c in df.columns if not c.startswith("__"))
+            shown = ", ".join(c for c in df.columns if not c.startswith(INTERNAL_PREFIX))
             raise ValueError(f"{where}.kafka.key: column {key!r} is not in the stream; its columns are {shown}")
         return key
     return "_key" if "_key" in df.columns else None
