@@ -1,5 +1,10 @@
 """Where an app keeps its checkpoints and state stores: a PersistentVolumeClaim, or an object store
-(S3-compatible, ``s3a://bucket/prefix``), and the defaults the operator fills in for each.
+(S3-compatible, ``s3a://bucket/prefix``), the defaults the operator fills in for each, and how every
+location under it is formed (operator and runtime both ask here).
+
+Locations are strings, a path or a URI, joined with ``join`` (never pathlib, which folds ``s3a://``
+into ``s3a:/``). Under the app's base (its ``location``, else the volume's mount) each state generation
+has a root, ``gen-<resetNonce>``; under the root, each query its own checkpoint folder.
 
 The two are exclusive. The volume fields carry no CRD default (a defaulted ``accessModes`` would make
 every object look like a volume app): ``with_checkpoint_defaults`` fills them, or the operator's default
@@ -29,6 +34,38 @@ DEFAULT_SIZE = "10Gi"
 # driver's node (the operator's executor pod template: required pod affinity), where the claim is mounted.
 DEFAULT_ACCESS_MODES = ("ReadWriteOnce",)
 VOLUME_FIELDS = ("size", "storageClassName", "accessModes")
+
+
+def join(base: str, name: str) -> str:
+    """``base/name`` for a local path or a URI (``s3a://bucket/x``), ``name`` one path segment."""
+    if not base or not name or "/" in name:
+        raise ValueError(f"a checkpoint location joins a base and one path segment, got {base!r} and {name!r}")
+    return f"{base.rstrip('/')}/{name}"
+
+
+def is_local(location: str) -> bool:
+    """A path or file: URI (a volume), as opposed to an object store's URI (s3a://)."""
+    return "://" not in location or location.startswith("file:")
+
+
+def state_generation(reset_nonce: str | None) -> str:
+    """The checkpoint sub-directory of one state generation: a reset starts a fresh one."""
+    return f"gen-{reset_nonce or '0'}"
+
+
+def checkpoint_root(base: str, reset_nonce: str | None) -> str:
+    """The app's checkpoint root for its current state generation, under ``base`` (a path or a URI)."""
+    return join(base, state_generation(reset_nonce))
+
+
+def driver_checkpoint_root(reset_nonce: str | None, location: str | None = None) -> str:
+    """The driver pod's checkpoint root: under the object-store location, else under the volume's mount."""
+    return checkpoint_root(location or contract.CHECKPOINT_MOUNT, reset_nonce)
+
+
+def query_checkpoint(root: str, query: str) -> str:
+    """Where one query keeps its offsets, commits and state, under the app's checkpoint root."""
+    return join(root, query)
 
 
 class S3SecretRef(ApiModel):

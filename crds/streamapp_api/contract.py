@@ -20,7 +20,7 @@ EXECUTOR_TEMPLATE_FILE = "executor-template.yaml"
 ENV_CHECKPOINT_DIR = "STREAMAPP_CHECKPOINT_DIR"
 ENV_METRICS_PORT = "STREAMAPP_METRICS_PORT"
 ENV_POD_IP = "STREAMAPP_POD_IP"
-ENV_POD_UID = "STREAMAPP_POD_UID"  # the driver's own, in its checkpoint's owner marker (runtime run/fence.py)
+ENV_POD_UID = "STREAMAPP_POD_UID"  # the driver's own, in its checkpoint's owner marker (runtime checkpoint/fence.py)
 ENV_KAFKA_PREFIX = "STREAMAPP_KAFKA_"  # envFrom spec.kafka.secretRef: STREAMAPP_KAFKA_SASL_JAAS_CONFIG
 ENV_POSTGRES_PREFIX = "STREAMAPP_POSTGRES_"
 
@@ -112,24 +112,9 @@ TERMINATION_MESSAGE_LIMIT = 4096  # bytes: the kubelet keeps no more of it
 # refused). Kafka out of reach is never fatal: the runtime waits and retries (kafka_wait, recovery).
 TERMINATION_REASONS = ("PipelineError", "KafkaError", "Refused")  # Refused: REFUSED_REASON, below
 
-# --- the checkpoint -------------------------------------------------------------------------------
-CHECKPOINT_MOUNT = "/var/lib/streamapp/checkpoint"
+# --- the checkpoint (how its locations are formed: checkpoint.py) ----------------------------------
+CHECKPOINT_MOUNT = "/var/lib/streamapp/checkpoint"  # the volume's, in driver and executors
 DLQ_QUERY_PREFIX = "dlq-"
-
-
-def state_generation(reset_nonce: str | None) -> str:
-    """The checkpoint sub-directory of one state generation: a reset starts a fresh one."""
-    return f"gen-{reset_nonce or '0'}"
-
-
-def checkpoint_root(base: str, reset_nonce: str | None) -> str:
-    """The app's checkpoint root for its current state generation, under ``base`` (a path or a URI)."""
-    return join(base, state_generation(reset_nonce))
-
-
-def query_checkpoint(root: str, query: str) -> str:
-    """Where one query keeps its offsets, commits and state, under the app's checkpoint root."""
-    return join(root, query)
 
 
 # --- an object-store checkpoint (s3a://): Hadoop's S3A connector in driver and executors ------------
@@ -152,11 +137,6 @@ def is_s3a_secret_conf(key: str) -> bool:
     return rest in S3A_SECRET_CONF or (rest.startswith("bucket.") and rest.endswith(tuple(f".{o}" for o in S3A_SECRET_CONF)))
 
 
-def is_local(location: str) -> bool:
-    """A path or file: URI (a volume), as opposed to an object store's URI (s3a://)."""
-    return "://" not in location or location.startswith("file:")
-
-
 def s3a_conf(endpoint: str | None, region: str | None, path_style: bool, credentials_from_env: bool) -> dict[str, str]:
     """The Spark settings of an object-store checkpoint (spec.state.checkpoint.s3), for driver and
     executors alike (spark.hadoop.* reaches every Hadoop FileSystem Spark opens)."""
@@ -173,14 +153,6 @@ def s3a_conf(endpoint: str | None, region: str | None, path_style: bool, credent
 
 def dlq_query(source: str) -> str:
     return f"{DLQ_QUERY_PREFIX}{source}"
-
-
-def join(base: str, name: str) -> str:
-    """``base/name`` for a local path or a URI (``s3a://bucket/x``): never through pathlib, which
-    would fold ``s3a://`` into ``s3a:/``."""
-    if not base or not name or "/" in name:
-        raise ValueError(f"a checkpoint location joins a base and one path segment, got {base!r} and {name!r}")
-    return f"{base.rstrip('/')}/{name}"
 
 
 # --- Spark settings that depend on the app --------------------------------------------------------

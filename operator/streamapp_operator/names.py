@@ -7,7 +7,7 @@ hold two pods of that name, so a new driver can only exist once the old one is g
 
 from __future__ import annotations
 
-from streamapp_api import API_VERSION, KIND, contract
+from streamapp_api import API_VERSION, KIND, checkpoint, contract
 from streamapp_api.version import __version__
 
 GROUP_PREFIX = "streamapp.io"
@@ -82,12 +82,8 @@ def executor_prefix(app: str) -> str:
     return f"{app}-exec"
 
 
-state_generation = contract.state_generation
-
-
-def checkpoint_dir(reset_nonce: str | None, location: str | None = None) -> str:
-    """The driver's checkpoint root: under the object-store location, else under the volume's mount."""
-    return contract.checkpoint_root(location or CHECKPOINT_MOUNT, reset_nonce)
+state_generation = checkpoint.state_generation
+checkpoint_dir = checkpoint.driver_checkpoint_root  # the driver's root: under the location, else the mount
 
 
 def labels(app: str, component: str) -> dict[str, str]:
@@ -99,10 +95,6 @@ def labels(app: str, component: str) -> dict[str, str]:
         LABEL_APP: app,
         LABEL_COMPONENT: component,
     }
-
-
-def driver_selector(app: str) -> str:
-    return f"{LABEL_APP}={app},{LABEL_COMPONENT}=driver"
 
 
 def executor_selector(app: str) -> str:

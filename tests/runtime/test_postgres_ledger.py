@@ -19,8 +19,9 @@ import psycopg
 import pytest
 
 from rt_helpers import app, produce, ts
-from streamapp_api import contract
-from streamapp_runtime.run import checkpoint_files, runner
+from streamapp_api import checkpoint as locations
+from streamapp_runtime.checkpoint import files as checkpoint_files
+from streamapp_runtime.run import runner
 from streamapp_runtime.run.metrics import progress_line
 from streamapp_runtime.run.settings import Settings
 from streamapp_runtime.sinks.postgres import BATCHES
@@ -146,7 +147,7 @@ def on_s3(spark, store, name: str) -> str:
     hadoop = spark.sparkContext._jsc.hadoopConfiguration()
     for key, value in store.spark_conf().items():
         hadoop.set(key.removeprefix("spark.hadoop."), value)
-    return contract.checkpoint_root(f"{store.create_bucket(name)}/{name}", None)
+    return locations.checkpoint_root(f"{store.create_bucket(name)}/{name}", None)
 
 
 def delete_file(location: str, store) -> None:
@@ -172,7 +173,7 @@ def test_a_replayed_batch_writes_nothing_twice_and_says_so(spark, kafka, databas
     the_app = manifest("totals", topic, table)
     run(spark, the_app, kafka, checkpoint, database)
     # A crash after the sink wrote a batch but before Spark recorded its commit: the batch runs again.
-    commits_dir = contract.join(contract.query_checkpoint(checkpoint, the_app.spec.sinks[0].query_name), "commits")
+    commits_dir = locations.join(locations.query_checkpoint(checkpoint, the_app.spec.sinks[0].query_name), "commits")
     commits = sorted((int(n) for n in checkpoint_files.names(commits_dir) if n.isdigit()))
     with psycopg.connect(database) as conn:
         ledger_batches = {b for (b,) in conn.execute(f"SELECT DISTINCT batch_id FROM {BATCHES}")}
@@ -180,7 +181,7 @@ def test_a_replayed_batch_writes_nothing_twice_and_says_so(spark, kafka, databas
     last_written = max(b for b in commits if b in ledger_batches)
     for batch in commits:
         if batch >= last_written:
-            delete_file(contract.join(commits_dir, str(batch)), object_store)
+            delete_file(locations.join(commits_dir, str(batch)), object_store)
     caplog.set_level(logging.WARNING, logger="streamapp.runtime")
     metrics = run(spark, the_app, kafka, checkpoint, database)
     query = next(iter(metrics.totals))

@@ -24,9 +24,10 @@ def _lint(config: Path) -> subprocess.CompletedProcess:
 
 
 def test_every_contract_holds():
-    result = _lint(REPO / ".importlinter")
+    config = REPO / ".importlinter"
+    result = _lint(config)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "10 kept, 0 broken" in result.stdout
+    assert f"{config.read_text().count('[importlinter:contract:')} kept, 0 broken" in result.stdout
 
 
 def test_a_broken_contract_is_reported(tmp_path):

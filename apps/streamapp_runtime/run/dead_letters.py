@@ -25,9 +25,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from streamapp_api import Source, contract
+from streamapp_api.checkpoint import join, query_checkpoint
 
+from streamapp_runtime import plan
+from streamapp_runtime.checkpoint import files as checkpoint_files
+from streamapp_runtime.checkpoint import layout
+from streamapp_runtime.compile.dlq import read_back
 from streamapp_runtime.compile.sources import BAD_COUNT_PREFIX
+from streamapp_runtime.connections import admin_config
 from streamapp_runtime.run.consumer_groups import Offsets, offsets_of
+from streamapp_runtime.sinks.dead_letter_topic import DeadLetterSink
 
 log = logging.getLogger("streamapp.runtime")
 
@@ -116,11 +123,11 @@ def last_committed_offsets(commits: list[str], read_offsets: Callable[[str], str
     """The Kafka offsets a query's checkpoint committed last: its ``offsets/<n>`` (a version line, the
     batch's metadata, then one line per source) for the highest ``n`` in ``commits/``. Pure given
     ``read_offsets(n)``."""
-    done = [int(name) for name in commits if name.isdigit()]
-    if not done:
+    batch = layout.last_committed(commits)
+    if batch is None:
         return {}
     found: Offsets = {}
-    for line in (read_offsets(str(max(done))) or "").splitlines()[2:]:
+    for line in (read_offsets(str(batch)) or "").splitlines()[2:]:
         found = _merge(found, offsets_of(line))
     return found
 
@@ -246,15 +253,9 @@ class DeadLetterWriter:
 def for_app(spark, app, plans: list, checkpoint_root: str, options: dict[str, str], metrics,
             interval: float) -> DeadLetterWriter | None:
     """The writer of the sources whose bad records the app's sink queries count; None when none does."""
-    from streamapp_runtime import plan
-    from streamapp_runtime.compile.dlq import read_back
-    from streamapp_runtime.run import checkpoint_files
-    from streamapp_runtime.run.kafka_wait import admin_config
-    from streamapp_runtime.sinks.dead_letter_topic import DeadLetterSink
-
     sources = {s.name: s for s in app.spec.sources}
     owned = [Owned(sources[name], qp.name, qp.checkpoint,
-                   contract.query_checkpoint(checkpoint_root, contract.dlq_query(name)))
+                   query_checkpoint(checkpoint_root, contract.dlq_query(name)))
              for qp in plans for name in qp.counts_bad]
     if not owned:
         return None
@@ -262,14 +263,14 @@ def for_app(spark, app, plans: list, checkpoint_root: str, options: dict[str, st
     exactly_once = app.spec.dead_letter.delivery == "exactly-once"
 
     def read_initial(checkpoint: str) -> Offsets:
-        folder = contract.join(checkpoint, "sources")
-        return initial_offsets({name: checkpoint_files.read_text(contract.join(contract.join(folder, name), "0")) or ""
+        folder = join(checkpoint, layout.SOURCES)
+        return initial_offsets({name: checkpoint_files.read_text(join(join(folder, name), "0")) or ""
                                 for name in checkpoint_files.names(folder)})
 
     def read_committed(checkpoint: str) -> Offsets:
-        offsets = contract.join(checkpoint, "offsets")
-        return last_committed_offsets(checkpoint_files.names(contract.join(checkpoint, "commits")),
-                                      lambda n: checkpoint_files.read_text(contract.join(offsets, n)))
+        offsets = join(checkpoint, layout.OFFSETS)
+        return last_committed_offsets(checkpoint_files.names(join(checkpoint, layout.COMMITS)),
+                                      lambda n: checkpoint_files.read_text(join(offsets, n)))
 
     readers = plan.reader_options(app, options)
     return DeadLetterWriter(owned, lambda source, begin, end: read_back(spark, source, readers, begin, end),

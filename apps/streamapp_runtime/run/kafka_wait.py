@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import logging
-import re
 import threading
 import time
 
-from streamapp_api import contract
+from streamapp_runtime.connections import admin_config, librdkafka_client
 
 log = logging.getLogger("streamapp.runtime")
 # librdkafka's own log and error callbacks report each failed connection (several a second while a
@@ -21,13 +20,6 @@ class StopRequested(Exception):
     """SIGTERM or Ctrl-C arrived while the app waited for Kafka: nothing ran, nothing to stop."""
 
 
-def admin_config(options: dict[str, str]) -> dict[str, str]:
-    """Spark's ``kafka.``-prefixed options -> a confluent_kafka client configuration. Pure."""
-    given = {k[len("kafka."):]: v for k, v in options.items() if k.startswith("kafka.")}
-    return {"bootstrap.servers": given["bootstrap.servers"], "socket.timeout.ms": "10000",
-            **contract.admin_client_options(given)}
-
-
 def admin_client(options: dict[str, str]):
     """An AdminClient (librdkafka) from Spark's Kafka options, without the Java client's own settings.
 
@@ -38,23 +30,6 @@ def admin_client(options: dict[str, str]):
 
     return librdkafka_client(lambda config: AdminClient({**config, "logger": _client_log, "error_cb": lambda error: None}),
                              admin_config(options))
-
-
-def librdkafka_client(make, config: dict[str, str]):
-    """``make(config)`` for a confluent_kafka client, leaving out the options only the Java client knows
-    (librdkafka refuses them by name)."""
-    from confluent_kafka import KafkaException
-
-    config = dict(config)
-    while True:
-        try:
-            return make(config)
-        except KafkaException as exc:
-            unknown = re.search(r'No such configuration property: "([^"]+)"', str(exc))
-            if unknown is None or unknown.group(1) not in config:
-                raise
-            log.debug("Kafka option %s is for the Java client only; not used by librdkafka", unknown.group(1))
-            del config[unknown.group(1)]
 
 
 def partition_counts(options: dict[str, str], topics: list[str], wait: bool = True, poll: float = 5.0,

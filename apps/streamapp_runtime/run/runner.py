@@ -14,20 +14,28 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from pyspark.sql import DataFrame
+from pyspark.sql.streaming import StreamingQuery
+
 from streamapp_api import StreamApp, contract, realtime
+from streamapp_api.checkpoint import is_local
 from streamapp_api.durations import parse_duration, trigger_interval
 from streamapp_api.expressions import expression_sites
 
 from streamapp_runtime import plan, spark_compat
-from streamapp_runtime.run import dead_letters, fence, plan_guard, recovery, rescale, termination
+from streamapp_runtime.checkpoint.fence import Fence, owner_id
+from streamapp_runtime.checkpoint.record import read_record, write_record
 from streamapp_runtime.compile.compiler import Compiler
+from streamapp_runtime.compile.frame import INTERNAL_PREFIX
+from streamapp_runtime.run import dead_letters, plan_guard, recovery, rescale, termination
 from streamapp_runtime.run.consumer_groups import GroupCommitter, admin_commit
 from streamapp_runtime.run.kafka_wait import admin_client, partition_counts
+from streamapp_runtime.run.listener import ProgressListener
 from streamapp_runtime.run.metrics import Metrics
-from streamapp_runtime.run.settings import (Settings, choose_shuffle_partitions, choose_state_function, read_recorded,
-                                            write_recorded)
+from streamapp_runtime.run.settings import Settings, choose_shuffle_partitions, choose_state_function
 from streamapp_runtime.sinks import WRITERS, QueryContext
 
 log = logging.getLogger("streamapp.runtime")
@@ -37,13 +45,13 @@ log = logging.getLogger("streamapp.runtime")
 class Running:
     app: StreamApp
     metrics: Metrics
-    queries: list = field(default_factory=list)
-    listener: object = None
+    queries: list[StreamingQuery] = field(default_factory=list)
+    listener: ProgressListener | None = None
     stop_requested: threading.Event = field(default_factory=threading.Event)
-    plans: list = field(default_factory=list)  # queries[i] runs plans[i]
-    restart: object = None  # QueryPlan -> a new StreamingQuery on the same checkpoint
+    plans: list[plan.QueryPlan] = field(default_factory=list)  # queries[i] runs plans[i]
+    restart: Callable[[plan.QueryPlan], StreamingQuery] | None = None  # a new query on the same checkpoint
     committer: GroupCommitter | None = None  # each batch's offsets to the query's consumer group
-    fence: object = None  # fence.Fence: this driver's ownership of the checkpoint
+    fence: Fence | None = None  # this driver's ownership of the checkpoint
     rescaler: rescale.Rescaler | None = None  # a driver pod's: follows the executor count on its pod
     dead_letter_writer: dead_letters.DeadLetterWriter | None = None  # the sources whose sink queries count bad records
 
@@ -58,7 +66,7 @@ def prepare_session(spark, app: StreamApp, settings: Settings, options: dict[str
     apply_app_sql_conf(spark, app, settings.checkpoint_root)
     counts = partition_counts(options, plan.input_topics(app), wait=wait, stop=stop)
     check_task_slots(spark, app, counts)
-    recorded = read_recorded(settings.checkpoint_root)
+    recorded = read_record(settings.checkpoint_root)
     grow_into = None
     if app.spec.scaling_mode == "load":
         grow_into = contract.shuffle_partitions_to_grow_into(app.spec.scaling.max_executors, app.spec.executor.cores)
@@ -68,7 +76,7 @@ def prepare_session(spark, app: StreamApp, settings: Settings, options: dict[str
                                                       app.spec.state.store)
     chosen = {"shufflePartitions": partitions, "stateFunction": state_function}
     if any(recorded.get(k) is None for k in chosen):
-        write_recorded(settings.checkpoint_root, {**recorded, **chosen, "app": app.metadata.name})
+        write_record(settings.checkpoint_root, {**recorded, **chosen, "app": app.metadata.name})
     spark.conf.set(contract.SHUFFLE_PARTITIONS, str(partitions))
     log.info("shuffle partitions: %d (%s)", partitions, why)
     log.info("state function: %s (%s)", state_function, state_why)
@@ -81,7 +89,7 @@ def apply_app_sql_conf(spark, app: StreamApp, checkpoint_root: str) -> None:
     file (spark_compat.file_system_checkpoint_manager); an object store's keeps Spark's default."""
     for key, value in contract.app_sql_conf(app.spec.state.store).items():
         spark.conf.set(key, value)
-    if contract.is_local(checkpoint_root):
+    if is_local(checkpoint_root):
         spark.conf.set(spark_compat.CHECKPOINT_FILE_MANAGER, spark_compat.file_system_checkpoint_manager(spark))
     else:
         spark.conf.unset(spark_compat.CHECKPOINT_FILE_MANAGER)
@@ -95,7 +103,7 @@ def check_expressions(spark, app: StreamApp, settings: Settings) -> None:
                            lambda text, statement: spark_compat.functions_spark_reads(spark, text, statement))
 
 
-def checked_frames(ctx: QueryContext, plans: list[plan.QueryPlan]) -> dict[str, object]:
+def checked_frames(ctx: QueryContext, plans: list[plan.QueryPlan]) -> dict[str, DataFrame]:
     """Every query's DataFrame (sinks.WRITERS' frame), once each analysed plan is known to call no
     refused function (plan_guard.AppRefused otherwise): built all before any query starts."""
     frames = {qp.name: WRITERS[qp.kind].frame(ctx, qp) for qp in plans}
@@ -104,7 +112,7 @@ def checked_frames(ctx: QueryContext, plans: list[plan.QueryPlan]) -> dict[str, 
     return frames
 
 
-def start_query(ctx: QueryContext, qp: plan.QueryPlan, df=None):
+def start_query(ctx: QueryContext, qp: plan.QueryPlan, df: DataFrame | None = None) -> StreamingQuery:
     """Build the query's frame (unless given) and writer (sinks.WRITERS), then what every query has,
     and start it."""
     sink = WRITERS[qp.kind]
@@ -119,7 +127,7 @@ def start_query(ctx: QueryContext, qp: plan.QueryPlan, df=None):
     return writer.start()
 
 
-def compile_app(spark, app: StreamApp, settings: Settings) -> list[tuple[plan.QueryPlan, object]]:
+def compile_app(spark, app: StreamApp, settings: Settings) -> list[tuple[plan.QueryPlan, DataFrame]]:
     """Every query's DataFrame as `start` builds and checks it (plan_guard), none started, no Kafka
     reached, no sink touched."""
     check_expressions(spark, app, settings)
@@ -137,7 +145,7 @@ def dry_run(spark, app: StreamApp, settings: Settings) -> list[str]:
     line per query: what it would write."""
     lines = []
     for qp, df in compile_app(spark, app, settings):
-        shown = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in df.schema.fields if not f.name.startswith("__"))
+        shown = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in df.schema.fields if not f.name.startswith(INTERNAL_PREFIX))
         lines.append(f"query {qp.name} ({qp.kind}, {qp.output_mode} mode) writes: {shown}")
     return lines
 
@@ -146,12 +154,10 @@ def start(spark, app: StreamApp, settings: Settings, quiet: bool = False, wait_f
           stop_requested: threading.Event | None = None) -> Running:
     """Start every query; ``stop_requested`` (set by SIGTERM, see ``install_sigterm``) also ends the
     wait for Kafka before them, with kafka_wait.StopRequested."""
-    from streamapp_runtime.run.listener import ProgressListener
-
     stop_requested = stop_requested or threading.Event()
     check_expressions(spark, app, settings)  # before anything is waited for or written
     options = plan.kafka_options(app, settings.kafka_override, settings.kafka_env_options)
-    owner = fence.Fence(settings.checkpoint_root, fence.owner_id(dict(os.environ)))
+    owner = Fence(settings.checkpoint_root, owner_id(dict(os.environ)))
     owner.take()
     partitions, state_function = prepare_session(spark, app, settings, options, wait=wait_for_topics, stop=stop_requested)
     plans = plan.query_plans(app, settings.checkpoint_root, settings.console, settings.available_now)

@@ -6,17 +6,15 @@ then the runtime's own defaults fill the keys it did not give.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass, field
 
 from streamapp_api import contract
-
-from streamapp_runtime.run import checkpoint_files
+from streamapp_api.checkpoint import checkpoint_root as generation_root
 from streamapp_api.contract import kafka_env_options
 
-STATE_FILE = "streamapp.json"  # what the runtime records next to the queries' checkpoints
+from streamapp_runtime.connections import postgres_env_name
 
 
 class SettingsError(ValueError):
@@ -64,23 +62,10 @@ def expand_env(conf: dict[str, str], environ: dict[str, str], origin: str = "spa
 def postgres_env_uris(environ: dict[str, str]) -> dict[str, str]:
     """``STREAMAPP_POSTGRES_<SECRET>=uri`` (secret name upper-cased, '-' and '.' as '_') -> {secret: uri}.
 
-    The key is normalised, so lookups go through :func:`postgres_uri`.
+    The key is normalised, so lookups go through ``connections.postgres_uri``.
     """
     prefix = contract.ENV_POSTGRES_PREFIX
     return {k[len(prefix):]: v for k, v in environ.items() if k.startswith(prefix) and len(k) > len(prefix)}
-
-
-def env_name(secret: str) -> str:
-    return contract.postgres_uri_env(secret).removeprefix(contract.ENV_POSTGRES_PREFIX)
-
-
-def postgres_uri(settings: Settings, secret: str, where: str) -> str:
-    uri = settings.postgres_uris.get(env_name(secret)) or settings.postgres_uris.get("*")
-    if not uri:
-        raise SettingsError(f"{where}.secretRef: no connection URI for Secret {secret!r}; set "
-                            f"{contract.ENV_POSTGRES_PREFIX}{env_name(secret)}=postgresql://... (the operator does this "
-                            f"from the Secret) or pass --postgres {secret}=postgresql://...")
-    return uri
 
 
 def metrics_port(environ: dict[str, str]) -> int:
@@ -99,7 +84,7 @@ def checkpoint_root(flag: str | None, environ: dict[str, str], app_name: str, lo
     if environ.get(contract.ENV_CHECKPOINT_DIR):
         return environ[contract.ENV_CHECKPOINT_DIR]
     if location:
-        return contract.checkpoint_root(location, reset_nonce)
+        return generation_root(location, reset_nonce)
     return os.path.join(os.getcwd(), ".streamapp", "checkpoints", app_name)
 
 
@@ -180,29 +165,13 @@ def choose_state_function(recorded: dict, conf_value: str | None, store: str) ->
     return row_based, "a new checkpoint"
 
 
-def read_recorded(root: str) -> dict:
-    location = checkpoint_files.join(root, STATE_FILE)
-    text = checkpoint_files.read_text(location)
-    if text is None:
-        return {}
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise SettingsError(f"{location}: unreadable ({exc}); it records the shuffle partitions and the state "
-                            "function of this checkpoint") from exc
-
-
-def write_recorded(root: str, data: dict) -> None:
-    checkpoint_files.write_text(checkpoint_files.join(root, STATE_FILE), json.dumps(data, indent=2, sort_keys=True) + "\n")
-
-
 def from_environment(*, checkpoint: str | None, app_name: str, kafka: str | None, available_now: bool,
                      console: bool, spark_conf: dict[str, str], postgres: dict[str, str],
                      environ: dict[str, str] | None = None, port: int | None = None,
                      location: str | None = None, reset_nonce: str | None = None) -> Settings:
     env = dict(os.environ if environ is None else environ)
     uris = postgres_env_uris(env)
-    uris.update({env_name(k) if k != "*" else "*": v for k, v in postgres.items()})
+    uris.update({postgres_env_name(k) if k != "*" else "*": v for k, v in postgres.items()})
     return Settings(
         checkpoint_root=checkpoint_root(checkpoint, env, app_name, location, reset_nonce),
         kafka_override=kafka,

@@ -10,32 +10,54 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Protocol
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter
 
+from streamapp_api import StreamApp
+from streamapp_api.sinks import Sink
+
+from streamapp_runtime.compile.compiler import Compiler
 from streamapp_runtime.compile.dlq import dead_letters
+from streamapp_runtime.compile.frame import INTERNAL_PREFIX
+from streamapp_runtime.connections import admin_config, postgres_uri
 from streamapp_runtime.plan import QueryPlan, reader_options
-from streamapp_runtime.run.kafka_wait import admin_config
-from streamapp_runtime.run.settings import postgres_uri
 from streamapp_runtime.sinks import kafka as kafka_sink
 from streamapp_runtime.sinks import kafka_transactions as kafka_eos
 from streamapp_runtime.sinks import postgres as pg_sink
+
+
+class SinkSettings(Protocol):
+    """What a sink reads of the runtime's settings (run.settings.Settings)."""
+
+    @property
+    def postgres_uris(self) -> dict[str, str]: ...  # connections.postgres_uri's
+
+    @property
+    def spark_conf(self) -> dict[str, str]: ...
+
+
+class SinkMetrics(Protocol):
+    """What a sink reports to the runtime's metrics (run.metrics.Metrics)."""
+
+    def written(self, query: str, batch_id: int, rows: int, skipped: int) -> None: ...
+
+    def transactions(self, query: str, committed: int, aborted: int) -> None: ...
 
 
 @dataclass(frozen=True)
 class QueryContext:
     """What a sink writer may use: the session, the compiled app, the settings and Kafka options."""
 
-    spark: Any
-    compiler: Any  # compiler.Compiler
-    app: Any  # StreamApp
-    settings: Any  # settings.Settings
+    spark: SparkSession
+    compiler: Compiler
+    app: StreamApp
+    settings: SinkSettings
     options: dict[str, str]
-    metrics: Any  # metrics.Metrics
+    metrics: SinkMetrics
 
-    def sink(self, qp: QueryPlan):
+    def sink(self, qp: QueryPlan) -> Sink:
         return self.app.spec.sinks[qp.index]
 
 
@@ -55,7 +77,7 @@ def _stream(ctx: QueryContext, qp: QueryPlan) -> DataFrame:
 
 def _console_frame(ctx: QueryContext, qp: QueryPlan) -> DataFrame:
     df = _stream(ctx, qp)
-    return df.select(*[c for c in df.columns if not c.startswith("__")])
+    return df.select(*[c for c in df.columns if not c.startswith(INTERNAL_PREFIX)])
 
 
 def _console_writer(ctx: QueryContext, qp: QueryPlan, df: DataFrame) -> DataStreamWriter:
@@ -88,7 +110,7 @@ def _postgres_frame(ctx: QueryContext, qp: QueryPlan) -> DataFrame:
 
 def _postgres_writer(ctx: QueryContext, qp: QueryPlan, df: DataFrame) -> DataStreamWriter:
     pg, where = ctx.sink(qp).postgres, _where(qp)
-    uri = postgres_uri(ctx.settings, pg.secret_ref.name, f"{where}.postgres")
+    uri = postgres_uri(ctx.settings.postgres_uris, pg.secret_ref.name, f"{where}.postgres")
     columns = pg_sink.columns_of(df, list(pg.primary_key), where)
     statements = pg_sink.create_statements(pg.table, columns, list(pg.primary_key))
     # Without createTable the user's table must exist; the ledger is ours and always made.

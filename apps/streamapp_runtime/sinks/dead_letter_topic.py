@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from streamapp_runtime.run.kafka_wait import librdkafka_client
+from streamapp_runtime.connections import librdkafka_client
 from streamapp_runtime.sinks.kafka_transactions import CLIENT_TIMEOUT_S, TRANSACTION_TIMEOUT_MS, committed, produce_all
 
 log = logging.getLogger("streamapp.runtime")

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from streamapp_runtime import spark_compat
-from streamapp_runtime.run.kafka_wait import librdkafka_client
+from streamapp_runtime.connections import librdkafka_client
 from streamapp_runtime.sinks import replay
 
 log = logging.getLogger("streamapp.runtime")

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from streamapp_api import StreamApp, resolve
 
 from streamapp_runtime import plan, spark_compat
-from streamapp_runtime.run import checkpoint_files
+from streamapp_runtime.checkpoint import files as checkpoint_files
 
 AGGREGATE_OPERATORS = ("stateStoreSave", "sessionWindowStateStoreSaveExec")
 WINDOW_FIELDS = ("window", "__window", "session_window")

@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     from streamapp_runtime.run.settings import checkpoint_root
     from streamapp_runtime.state import StateError, find_target, parse_keys
 
-    from streamapp_api.contract import is_local
+    from streamapp_api.checkpoint import is_local
 
     app = load_app(args.file)
     checkpoint = app.spec.state.checkpoint

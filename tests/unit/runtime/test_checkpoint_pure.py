@@ -1,5 +1,5 @@
 """Pure parts of checkpoint handling in the runtime: where the root is (a path or an s3a:// URI, joined as
-a string, never through pathlib), and the owner marker that fences out an older driver (run/fence.py),
+a string, never through pathlib), and the owner marker that fences out an older driver (checkpoint/fence.py),
 here on a local folder; tests/runtime/test_restart.py runs the same fence between two real drivers on S3."""
 
 from __future__ import annotations
@@ -8,8 +8,10 @@ import json
 
 import pytest
 
-from streamapp_api import contract
-from streamapp_runtime.run import checkpoint_files, fence, settings
+from streamapp_api import checkpoint, contract
+from streamapp_runtime.checkpoint import fence
+from streamapp_runtime.checkpoint import files as checkpoint_files
+from streamapp_runtime.run import settings
 
 pytestmark = pytest.mark.unit
 
@@ -22,8 +24,8 @@ pytestmark = pytest.mark.unit
     ("file:///data/app", None, "file:///data/app/gen-0"),
 ])
 def test_the_root_of_a_state_generation_keeps_the_scheme(base, nonce, root):
-    assert contract.checkpoint_root(base, nonce) == root
-    assert contract.query_checkpoint(root, "sessions") == f"{root}/sessions"
+    assert checkpoint.checkpoint_root(base, nonce) == root
+    assert checkpoint.query_checkpoint(root, "sessions") == f"{root}/sessions"
     assert fence.Fence(root, "me").location == f"{root}/_owner.json"
 
 
@@ -32,7 +34,7 @@ def test_the_root_of_a_state_generation_keeps_the_scheme(base, nonce, root):
     ("s3a://ckpt/app", False), ("hdfs://nn/app", False),
 ])
 def test_local_locations_are_paths_and_file_uris(location, local):
-    assert contract.is_local(location) is local
+    assert checkpoint.is_local(location) is local
 
 
 def test_the_runtime_finds_its_root_flag_first_then_the_pod_then_the_apps_location(tmp_path, monkeypatch):
@@ -49,7 +51,7 @@ def test_an_object_store_location_is_never_read_as_a_path():
         checkpoint_files.local_path("s3a://ckpt/app/gen-0/streamapp.json")
     assert checkpoint_files.local_path("file:///ckpt/x.json") == "/ckpt/x.json"
     with pytest.raises(ValueError, match="one path segment"):
-        contract.join("s3a://ckpt/app", "a/b")
+        checkpoint.join("s3a://ckpt/app", "a/b")
 
 
 def test_the_owner_is_the_pods_uid_else_host_and_process():

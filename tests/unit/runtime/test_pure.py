@@ -12,7 +12,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from streamapp_api import contract, load, resolve
-from streamapp_runtime import plan
+from streamapp_runtime import connections, plan
 from streamapp_runtime.run import settings
 from streamapp_runtime.run.metrics import Metrics, offsets_behind, progress_line
 
@@ -74,9 +74,9 @@ def test_properties_and_environment():
     s = settings.from_environment(checkpoint=None, app_name="a", kafka=None, available_now=False, console=False,
                                   spark_conf={}, postgres={}, environ=env)
     assert (s.checkpoint_root, s.metrics_port, s.kafka_env_options) == ("/ck/gen-0", 9191, {"sasl.jaas.config": "x"})
-    assert settings.postgres_uri(s, "pg-main", "spec.sinks[0].postgres") == "postgresql://h/db"
-    with pytest.raises(settings.SettingsError, match=r"spec.sinks\[1\].postgres.secretRef.*STREAMAPP_POSTGRES_OTHER"):
-        settings.postgres_uri(s, "other", "spec.sinks[1].postgres")
+    assert connections.postgres_uri(s.postgres_uris, "pg-main", "spec.sinks[0].postgres") == "postgresql://h/db"
+    with pytest.raises(connections.MissingConnection, match=r"spec.sinks\[1\].postgres.secretRef.*STREAMAPP_POSTGRES_OTHER"):
+        connections.postgres_uri(s.postgres_uris, "other", "spec.sinks[1].postgres")
     merged = settings.merge_conf({"spark.master": "k8s://x"}, settings.spark_defaults("a", "rocksdb", env))
     assert merged["spark.master"] == "k8s://x" and merged["spark.driver.host"] == "10.0.0.7"
     assert merged["spark.sql.streaming.stateStore.providerClass"] == contract.STATE_STORE_PROVIDERS["rocksdb"]
@@ -368,7 +368,7 @@ def test_a_batch_whose_sources_do_not_know_the_newest_offsets_has_no_lag_rather_
 
 
 def test_checkpoint_files_take_paths_and_file_uris_and_name_what_they_cannot_read(tmp_path):
-    from streamapp_runtime.run import checkpoint_files
+    from streamapp_runtime.checkpoint import files as checkpoint_files
 
     root = str(tmp_path / "gen-0")
     checkpoint_files.write_text(checkpoint_files.join(root, "streamapp.json"), "{}\n")

@@ -1,7 +1,8 @@
-"""The files the runtime reads and writes itself under a checkpoint root: its record of the shuffle
-partitions, the driver's owner marker (``fence``) and the commit log `streamapp state` reads. Spark
-reaches the rest of the checkpoint on its own. Locations are strings, joined with
-``streamapp_api.contract.join`` (never pathlib, which folds ``s3a://`` into ``s3a:/``).
+"""The files the runtime reads and writes itself under a checkpoint root: its record (``record``), the
+driver's owner marker (``fence``), the commit logs `streamapp state` and the dead-letter writer read,
+and a copy of a committed batch (``copying``). Spark reaches the rest of the checkpoint on its own.
+Locations are strings, joined with ``streamapp_api.checkpoint.join`` (never pathlib, which folds
+``s3a://`` into ``s3a:/``).
 
 A local path or ``file:`` URI is read with the os module; any other scheme (``s3a://``) through the
 active SparkSession's Hadoop FileSystem (``spark_compat``), i.e. with the very settings and credentials
@@ -12,9 +13,10 @@ starts Spark first.
 from __future__ import annotations
 
 import os
+import shutil
 from urllib.parse import urlparse
 
-from streamapp_api.contract import is_local, join
+from streamapp_api.checkpoint import is_local, join
 
 
 class UnsupportedLocation(ValueError):
@@ -34,9 +36,9 @@ def _spark(location: str):
 
     from streamapp_runtime import spark_compat
 
-    # The active session is per thread (the JVM's), and a thread Spark or py4j started may have none:
-    # the dead-letter writer, called from such a thread, once failed every try of a whole run on S3
-    # (CI of 9a9febc). The default session is the same one, the runtime's only session.
+    # The active session is per thread (the JVM's), and a thread Spark or py4j started may have none
+    # (the dead-letter writer runs on such a thread). The default session is the same one, the
+    # runtime's only session.
     try:
         return SparkSession.active(), spark_compat
     except PySparkRuntimeError as exc:  # NO_ACTIVE_OR_DEFAULT_SESSION
@@ -79,4 +81,26 @@ def names(location: str) -> list[str]:
     return sorted(os.listdir(path)) if os.path.isdir(path) else []
 
 
-__all__ = ["UnsupportedLocation", "is_local", "join", "local_path", "names", "read_text", "write_text"]
+def is_folder(location: str) -> bool:
+    """Whether the location is a folder (False when nothing is there)."""
+    return os.path.isdir(_local_only(location, "listed as a tree"))
+
+
+def copy_file(source: str, target: str) -> None:
+    """Copy one file as it is (a state store's files are binary), making the target's folder.
+    FileNotFoundError when the source is gone (Spark purged it meanwhile)."""
+    target_path = _local_only(target, "copied")
+    os.makedirs(os.path.dirname(target_path) or ".", exist_ok=True)
+    shutil.copyfile(_local_only(source, "copied"), target_path)
+
+
+def _local_only(location: str, what: str) -> str:
+    # An object store is reached through Spark's Hadoop FileSystem (spark_compat), which has no
+    # folder test or binary copy yet: until it has, a checkpoint there cannot be copied.
+    if not is_local(location):
+        raise UnsupportedLocation(f"checkpoint {location!r}: only a volume's checkpoint can be {what} for now")
+    return local_path(location)
+
+
+__all__ = ["UnsupportedLocation", "copy_file", "is_folder", "is_local", "join", "local_path", "names", "read_text",
+           "write_text"]

@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 
 from streamapp_api import contract
 
-from streamapp_runtime.run import checkpoint_files
+from streamapp_runtime.checkpoint import files as checkpoint_files
 
 log = logging.getLogger("streamapp.runtime")
 OWNER_FILE = "_owner.json"

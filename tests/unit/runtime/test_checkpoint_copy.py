@@ -1,0 +1,99 @@
+"""The checkpoint's home (streamapp_runtime.checkpoint): which of Spark's files belong to a committed
+batch, the runtime's record, and a copy taken at each query's last committed batch while a newer batch
+is half written, on a local folder."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from streamapp_runtime.checkpoint import copying, layout, record
+from streamapp_runtime.checkpoint.files import UnsupportedLocation
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize("name, version", [
+    ("12", 12), ("12.delta", 12), ("3.snapshot", 3), ("4_1f0c.zip", 4), ("5.changelog", 5), (".2.crc", 2),
+    ("metadata", None), ("a1b2.sst", None), ("_metadata", None),
+])
+def test_a_files_version_is_the_number_its_name_starts_with(name, version):
+    assert layout.version_of(name) == version
+
+
+def test_the_committed_batch_is_the_last_commit_and_its_state_version_the_next():
+    assert layout.last_committed(["0", "1", "10", "2", ".10.crc"]) == 10
+    assert layout.last_committed([]) is None
+    assert layout.belongs_to("offsets", "3", 3) and not layout.belongs_to("offsets", "4", 3)
+    assert layout.belongs_to("state", "4.delta", 3) and not layout.belongs_to("state", "5.delta", 3)
+    assert layout.belongs_to("state", "x.sst", 3) and not layout.belongs_to("state", ".4.delta.tmp", 3)
+
+
+def _write(root, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def _tree(root) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+
+
+def test_a_copy_holds_each_query_at_its_last_committed_batch_and_nothing_newer(tmp_path):
+    source, target = tmp_path / "gen-0", tmp_path / "snapshots" / "s1"
+    _write(source, {
+        "streamapp.json": '{"shufflePartitions": 4}\n', "_owner.json": '{"owner": "pod"}\n',
+        "counts/metadata": "{}", "counts/sources/0/0": "v1\n{}",
+        **{f"counts/offsets/{b}": f"offsets {b}" for b in range(4)},  # batch 3 is running
+        **{f"counts/commits/{b}": f"commit {b}" for b in range(3)}, "counts/commits/.2.crc": "crc",
+        "counts/state/0/0/2.delta": "d", "counts/state/0/0/3.delta": "d", "counts/state/0/0/4.delta": "running",
+        "counts/state/0/0/3_ab.zip": "z", "counts/state/0/0/4_cd.zip": "running", "counts/state/0/0/SSTs/1-x.sst": "s",
+        "counts/state/0/0/.4.delta.tmp": "half", "counts/state/0/_metadata/metadata": "m",
+        "fresh/metadata": "{}", "fresh/offsets/0": "offsets 0", "fresh/sources/0/0": "v1\n{}",  # nothing committed yet
+    })
+    copied = copying.copy_committed(str(source), str(target))
+
+    assert copied.batches == {"counts": 2, "fresh": None}
+    assert _tree(target) == {
+        "streamapp.json", copying.SNAPSHOT_FILE, "counts/metadata", "counts/sources/0/0",
+        "counts/offsets/0", "counts/offsets/1", "counts/offsets/2",
+        "counts/commits/0", "counts/commits/1", "counts/commits/2", "counts/commits/.2.crc",
+        "counts/state/0/0/2.delta", "counts/state/0/0/3.delta", "counts/state/0/0/3_ab.zip",
+        "counts/state/0/0/SSTs/1-x.sst", "counts/state/0/_metadata/metadata",
+        "fresh/metadata", "fresh/sources/0/0",
+    }
+    assert copied.files == len(_tree(target)) - 1  # all but the snapshot marker, written last
+    assert json.loads((target / copying.SNAPSHOT_FILE).read_text()) == {"batches": {"counts": 2, "fresh": None}}
+    assert record.read_record(str(target)) == {"shufflePartitions": 4}
+    assert (target / "counts/state/0/0/3_ab.zip").read_bytes() == b"z"
+
+    with pytest.raises(ValueError, match="empty or new folder"):
+        copying.copy_committed(str(source), str(target))
+
+
+def test_a_file_purged_while_it_is_copied_fails_the_copy(tmp_path, monkeypatch):
+    source = tmp_path / "gen-0"
+    _write(source, {"q/commits/0": "c", "q/offsets/0": "o"})
+
+    def gone(src: str, dst: str) -> None:
+        raise FileNotFoundError(2, "No such file", src)
+
+    monkeypatch.setattr(copying.files, "copy_file", gone)
+    with pytest.raises(copying.CopyRaced, match="deleted while it was copied"):
+        copying.copy_committed(str(source), str(tmp_path / "copy"))
+
+
+def test_the_record_is_json_and_says_so_when_it_is_not(tmp_path):
+    assert record.read_record(str(tmp_path)) == {}
+    record.write_record(str(tmp_path), {"stateFunction": "transformWithState"})
+    assert record.read_record(f"file://{tmp_path}") == {"stateFunction": "transformWithState"}
+    (tmp_path / record.RECORD_FILE).write_text("{half")
+    with pytest.raises(record.UnreadableRecord, match="streamapp.json: unreadable"):
+        record.read_record(str(tmp_path))
+
+
+def test_an_object_store_checkpoint_is_not_copied_yet():
+    with pytest.raises(UnsupportedLocation, match="only a volume's checkpoint"):
+        copying.files.copy_file("s3a://bucket/app/gen-0/q/metadata", "/tmp/x")
