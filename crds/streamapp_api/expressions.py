@@ -193,7 +193,7 @@ def _describe(tree: exp.Expression, text: str) -> Expression:
         name = str(tree.expression.name)  # a.b.c is named c
     queries = list(tree.find_all(exp.Query))
     tables = tuple(dict.fromkeys(_table_text(t) for q in queries for t in q.find_all(exp.Table)))
-    return Expression(text, tuple(references), _function_names(tree, text), star, name, bool(queries), tables)
+    return Expression(text, tuple(references), _function_names(tree, text), star, name, tables)
 
 
 @lru_cache(maxsize=4096)
