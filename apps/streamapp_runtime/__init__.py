@@ -11,12 +11,15 @@ Where things live, and where to add one:
   ``streamapp_api.sources.VALUE_FORMATS``); the runtime asks those, never a kind's name.
 - ``run/``: the process — ``settings`` (pure), ``session``, ``runner`` (start and supervise),
   ``recovery`` (pure retry policy), ``kafka_wait``, ``listener``, ``metrics``, ``http_server``.
+- ``checkpoint/``: what the runtime reads and writes in a checkpoint (its files, the fence,
+  ``streamapp.json``, Spark's layout, a copy at a committed batch). Locations are strings formed by
+  ``streamapp_api.checkpoint`` (paths or URIs, never pathlib); a new checkpoint backend starts there.
 - ``state/``: the ``streamapp state`` tool (reads aggregate state from a checkpoint).
+- ``connections``: how the runtime's own clients reach Kafka (librdkafka) and Postgres.
 - ``spark_compat``: every use of Spark internals (py4j); re-check it on a Spark upgrade.
-- Checkpoint locations are strings joined by ``streamapp_api.contract.query_checkpoint`` (paths or
-  URIs, never pathlib); a new checkpoint backend starts there.
 
 The runtime imports the API package and nothing else of this repository (no operator, no test bed);
-the compiler knows nothing of running (.importlinter). ``streamapp run`` on a laptop and the driver
+its layers import downwards only: state, cli, run, sinks, compile, then plan and checkpoint, then
+connections and spark_compat (.importlinter). ``streamapp run`` on a laptop and the driver
 pod run the same ``run.runner``.
 """
