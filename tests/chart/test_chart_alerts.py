@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from chart_bed import render, rule_groups
+from streamapp_testkit.chart_bed import render, rule_groups
 
 pytestmark = pytest.mark.integration
 APP = 'namespace="shop", app="orders"'

@@ -7,7 +7,7 @@ import argparse
 
 import pytest
 
-from chart_bed import NAMESPACE, by_kind, one, render
+from streamapp_testkit.chart_bed import NAMESPACE, by_kind, one, render
 
 pytestmark = pytest.mark.integration
 
@@ -81,7 +81,7 @@ def test_ports_given_with_set_are_numbers_and_work():
                                  "appNetworkPolicies.egressCidrs={10.0.0.0}", "webhook.port=0",
                                  "networkPolicy.egressPorts={70000}"])
 def test_values_schema_refuses_malformed_ports(bad):
-    from chart_bed import CHART, helm
+    from streamapp_testkit.chart_bed import CHART, helm
 
     result = helm("template", "x", str(CHART), "--set", bad, check=False)
     assert result.returncode != 0 and "schema" in result.stderr.lower(), (bad, result.stderr)

@@ -10,8 +10,8 @@ import uuid
 import pytest
 import yaml
 
-from chart_bed import by_kind, render
-from operator_rbac import EXAMPLE, needed
+from streamapp_testkit.chart_bed import by_kind, render
+from streamapp_testkit.operator_rbac import EXAMPLE, needed
 
 pytestmark = pytest.mark.integration
 WEBHOOK_CONFIGURATION = "streamapp-streamapp-operator"  # the chart's ValidatingWebhookConfiguration (release "streamapp")

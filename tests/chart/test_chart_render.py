@@ -10,8 +10,8 @@ import sys
 import pytest
 import yaml
 
-from chart_bed import ALL_ON, CHART, MONITORING_KINDS, NAMESPACE, PYTHONPATH, by_kind, dashboard, helm, one, render
-from operator_rbac import granted, needed
+from streamapp_testkit.chart_bed import ALL_ON, CHART, MONITORING_KINDS, NAMESPACE, PYTHONPATH, by_kind, dashboard, helm, one, render
+from streamapp_testkit.operator_rbac import granted, needed
 
 pytestmark = pytest.mark.integration
 # Granted beyond what the code calls, on purpose: reading the status the operator patches, and
@@ -135,7 +135,7 @@ def test_driver_pods_expose_the_port_the_podmonitor_scrapes():
 
     from streamapp_api import load
     from streamapp_operator.render import Launch, render_driver_pod
-    from operator_rbac import EXAMPLE
+    from streamapp_testkit.operator_rbac import EXAMPLE
 
     pod = render_driver_pod(load(yaml.safe_load(EXAMPLE.read_text())), "uid-1", Launch(1), "hash")
     ports = {p["name"] for c in pod["spec"]["containers"] for p in c.get("ports", [])}

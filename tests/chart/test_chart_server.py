@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from chart_bed import ALL_ON, MONITORING_KINDS, by_kind, render, rule_groups
+from streamapp_testkit.chart_bed import ALL_ON, MONITORING_KINDS, by_kind, render, rule_groups
 
 pytestmark = pytest.mark.integration
 MONITORING_PLURALS = {"ServiceMonitor": "servicemonitors", "PodMonitor": "podmonitors",
@@ -76,7 +76,7 @@ def test_rules_pass_promtool_check(tmp_path: Path):
 
 
 def test_every_rule_queries_exposed_metrics():
-    from chart_bed import exposed_metrics, labels_in, metrics_in
+    from streamapp_testkit.chart_bed import exposed_metrics, labels_in, metrics_in
 
     exposed = exposed_metrics()
     for group in rule_groups(render("prometheusRule.enabled=true")):

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from chart_bed import CHART, dashboard, dashboard_queries, exposed_metrics, labels_in, load_yaml, metrics_in
+from streamapp_testkit.chart_bed import CHART, dashboard, dashboard_queries, exposed_metrics, labels_in, load_yaml, metrics_in
 from streamapp_testbed.paths import REPO_DIR
 
 pytestmark = pytest.mark.unit

@@ -9,8 +9,8 @@ Without STREAMAPP_E2E_CLUSTER these tests are not collected (`make test`, `make 
 `make e2e-kind` set it).
 
 Session fixtures: the cluster, a real Prometheus (Debian's) scraping it through the chart's
-PodMonitor and ServiceMonitor (e2e_monitors.py) for the whole session, and the operator installed
-by its Helm chart.
+PodMonitor and ServiceMonitor (streamapp_testkit/e2e_monitors.py) for the whole session, and the
+operator installed by its Helm chart.
 """
 
 from __future__ import annotations
@@ -102,8 +102,8 @@ def e2e_cluster(tmp_path_factory) -> Iterator[E2ECluster]:
 @pytest.fixture(scope="session")
 def prometheus(e2e_cluster, tmp_path_factory):
     """Started before the operator, so it sees every pod of the session."""
-    from e2e_clicks import NS
-    from e2e_monitors import Discovery, scrape_configs
+    from streamapp_testkit.e2e_clicks import NS
+    from streamapp_testkit.e2e_monitors import Discovery, scrape_configs
     from streamapp_testbed.prometheus import Prometheus
 
     c = e2e_cluster
@@ -140,7 +140,7 @@ def cluster_object_store(e2e_cluster, tmp_path_factory):
 @pytest.fixture(scope="session")
 def operator(e2e_cluster, prometheus, cluster_object_store):
     """The operator installed by its chart into the e2e namespace (removed with everything after)."""
-    from e2e_clicks import NS, RUN
+    from streamapp_testkit.e2e_clicks import NS, RUN
 
     c = e2e_cluster
     s3_port = cluster_object_store.endpoint.rsplit(":", 1)[1]  # checkpoints on S3 (test_click_sessions_s3)

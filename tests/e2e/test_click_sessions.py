@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from e2e_clicks import (APP, CLASS, LATE, MALFORMED, NS, PG_SECRET, REPO, RUN, TOPIC, VERSION, app_object,
+from streamapp_testkit.e2e_clicks import (APP, CLASS, LATE, MALFORMED, NS, PG_SECRET, REPO, RUN, TOPIC, VERSION, app_object,
                         executors_follow, manifest, new_driver, outputs_exact, produce, round_events, running,
                         wait_for)  # fmt: skip
 from streamapp_testbed import cluster_apps, kafka_admin

@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from e2e_clicks import (APP, CLASS, NS, PG_SECRET, RUN, TRIGGER, Rounds, app_object, new_driver, running,
+from streamapp_testkit.e2e_clicks import (APP, CLASS, NS, PG_SECRET, RUN, TRIGGER, Rounds, app_object, new_driver, running,
                         wait_for)  # fmt: skip
 from streamapp_testbed import cluster_apps, kafka_admin
 from streamapp_testbed.s3 import REGION

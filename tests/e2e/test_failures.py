@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from e2e_clicks import APP, CLASS, NS, RUN, VERSION, wait_for
+from streamapp_testkit.e2e_clicks import APP, CLASS, NS, RUN, VERSION, wait_for
 from streamapp_testbed import cluster_apps, kafka_admin
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from e2e_clicks import CLASS, NS, PG_SECRET, RUN, app_object, running, suspend_click_sessions, wait_for
+from streamapp_testkit.e2e_clicks import CLASS, NS, PG_SECRET, RUN, app_object, running, suspend_click_sessions, wait_for
 from streamapp_testbed import kafka_admin
 from streamapp_testbed import cluster_apps
 from streamapp_testbed.load_app import PacedProducer, compare, manifest, table_counts

@@ -11,7 +11,7 @@ import json
 import pytest
 import yaml
 
-from e2e_clicks import CLASS, NS, REPO, RUN, app_object, running, suspend_click_sessions, wait_for
+from streamapp_testkit.e2e_clicks import CLASS, NS, REPO, RUN, app_object, running, suspend_click_sessions, wait_for
 from streamapp_testbed import cluster_apps, kafka_admin
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from e2e_clicks import CLASS, NS, PG_SECRET, RUN, TRIGGER, Rounds, app_object, running, suspend_click_sessions, wait_for
+from streamapp_testkit.e2e_clicks import CLASS, NS, PG_SECRET, RUN, TRIGGER, Rounds, app_object, running, suspend_click_sessions, wait_for
 from streamapp_testbed import cluster_apps, kafka_admin
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]

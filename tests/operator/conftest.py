@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from operator_bed import CRD, Cluster, OperatorProcess, unique, wait_for
+from streamapp_testkit.operator_bed import CRD, Cluster, OperatorProcess, unique, wait_for
 
 
 @pytest.fixture(scope="session")

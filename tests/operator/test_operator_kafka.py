@@ -11,7 +11,7 @@ from streamapp_testbed.kafka_admin import create_topic
 from streamapp_testbed.process import free_port
 from streamapp_operator.observe.kafka import observe
 
-from operator_bed import simple_app, unique
+from streamapp_testkit.operator_bed import simple_app, unique
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,7 @@ import pytest
 from streamapp_testbed.kafka_admin import create_topic
 from streamapp_testbed.kwok import EXIT_CODE_ANNOTATION, FAIL_LABEL
 
-from operator_bed import OperatorProcess, simple_app, unique, wait_for
+from streamapp_testkit.operator_bed import OperatorProcess, simple_app, unique, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 ROUNDS = 20

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rt_helpers import consume, produce
+from streamapp_testkit.runtime import consume, produce
 from streamapp_testbed.kafka import KafkaBroker
 from streamapp_testbed.kafka_admin import create_topic
 

@@ -11,7 +11,7 @@ import sys
 import pytest
 import yaml
 
-from rt_helpers import REPO, consume, produce
+from streamapp_testkit.runtime import REPO, consume, produce
 from streamapp_testbed.paths import cache_dir
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

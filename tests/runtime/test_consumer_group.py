@@ -14,7 +14,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 from prometheus_client import generate_latest
 
-from rt_helpers import app, produce, run_available_now
+from streamapp_testkit.runtime import app, produce, run_available_now
 from streamapp_api import contract
 from streamapp_runtime.run.consumer_groups import GroupCommitter, admin_commit
 from streamapp_runtime.run.kafka_wait import admin_client

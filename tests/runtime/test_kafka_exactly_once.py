@@ -22,7 +22,7 @@ import pytest
 import yaml
 from confluent_kafka import Consumer, KafkaException, Producer
 
-from rt_helpers import REPO, closed_click_windows, s3_checkpoint, start_run, wait_while_running, watermark_flush
+from streamapp_testkit.runtime import REPO, closed_click_windows, s3_checkpoint, start_run, wait_while_running, watermark_flush
 from streamapp_runtime.sinks.kafka_transactions import PartitionWriter, Target, Written, write_partition
 from streamapp_testbed import clickstream
 from streamapp_testbed.kafka_admin import create_topic

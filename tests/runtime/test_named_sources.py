@@ -18,7 +18,7 @@ import pytest
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
 
-from rt_helpers import app, consume, produce, run_available_now, ts
+from streamapp_testkit.runtime import app, consume, produce, run_available_now, ts
 from streamapp_runtime.compile.sources import read_kafka
 from streamapp_runtime.spark_compat import OFFSET_LOG_FORMAT as FORMAT
 from streamapp_runtime.spark_compat import SOURCE_EVOLUTION

@@ -18,7 +18,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from rt_helpers import app, produce, ts
+from streamapp_testkit.runtime import app, produce, ts
 from streamapp_api import checkpoint as locations
 from streamapp_runtime.checkpoint import files as checkpoint_files
 from streamapp_runtime.run import runner

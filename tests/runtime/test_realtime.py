@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rt_helpers import REPO, consume, start_run, wait_while_running
+from streamapp_testkit.runtime import REPO, consume, start_run, wait_while_running
 from streamapp_api import contract, realtime
 from streamapp_testbed import clickstream
 from streamapp_testbed.kafka_admin import create_topic, produce

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rt_helpers import app, consume, produce, run_available_now, ts
+from streamapp_testkit.runtime import app, consume, produce, run_available_now, ts
 from streamapp_testbed.kafka_admin import create_topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

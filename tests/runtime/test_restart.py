@@ -16,8 +16,8 @@ import psycopg
 import pytest
 import yaml
 
-from rt_helpers import closed_click_windows as expected
-from rt_helpers import consume, s3_checkpoint, start_run, wait_while_running, watermark_flush
+from streamapp_testkit.runtime import closed_click_windows as expected
+from streamapp_testkit.runtime import consume, s3_checkpoint, start_run, wait_while_running, watermark_flush
 from streamapp_testbed import clickstream
 from streamapp_testbed.kafka_admin import create_topic, produce
 

@@ -10,7 +10,7 @@ import json
 import pytest
 from prometheus_client import generate_latest
 
-from rt_helpers import app, produce, ts
+from streamapp_testkit.runtime import app, produce, ts
 from streamapp_api import contract
 from streamapp_runtime.run import runner
 from streamapp_runtime.run.settings import Settings

@@ -20,8 +20,8 @@ import pyspark
 import pytest
 import yaml
 
-from rt_helpers import closed_click_windows as expected
-from rt_helpers import consume, start_run, watermark_flush
+from streamapp_testkit.runtime import closed_click_windows as expected
+from streamapp_testkit.runtime import consume, start_run, watermark_flush
 from streamapp_testbed import clickstream
 from streamapp_testbed.kafka_admin import create_topic, produce
 from streamapp_testbed.paths import SPARK_JARS_ENV, installed, versions

@@ -14,7 +14,7 @@ from collections import defaultdict
 import pytest
 import yaml
 
-from rt_helpers import app, produce, run_available_now, ts
+from streamapp_testkit.runtime import app, produce, run_available_now, ts
 from streamapp_api.cli import main
 from streamapp_runtime.state import Measure, StateError, decode_row, format_table, parse_keys
 from streamapp_testbed.kafka_admin import create_topic

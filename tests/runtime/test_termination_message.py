@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from rt_helpers import start_run
+from streamapp_testkit.runtime import start_run
 from streamapp_api import contract
 from streamapp_runtime.run import termination
 from streamapp_testbed.kafka_admin import create_topic, produce

@@ -12,7 +12,7 @@ from collections import defaultdict
 
 import pytest
 
-from rt_helpers import app, consume, late_dropped, produce, run_available_now, ts
+from streamapp_testkit.runtime import app, consume, late_dropped, produce, run_available_now, ts
 from streamapp_testbed.kafka_admin import create_topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

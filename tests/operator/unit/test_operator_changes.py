@@ -6,7 +6,7 @@ import pytest
 
 from streamapp_operator.decide.changes import classify_change
 
-from operator_apps import BASE, merge
+from streamapp_testkit.operator_apps import BASE, merge
 from streamapp_api import load
 
 pytestmark = pytest.mark.unit

@@ -8,7 +8,7 @@ import argparse
 import pytest
 import yaml
 
-from operator_apps import BASE, merge
+from streamapp_testkit.operator_apps import BASE, merge
 from streamapp_api import contract, load, parse
 from streamapp_api.checkpoint import CheckpointDefault
 from streamapp_operator import checkpoint_default, names

@@ -15,7 +15,7 @@ from streamapp_operator.decide.plan import plan
 from streamapp_operator.decide.restarts import PodObservation
 from streamapp_operator.decide.world import Claim, Driver, ExecutorPods, Memory, MissingSecret
 
-from operator_apps import app as make_app
+from streamapp_testkit.operator_apps import app as make_app
 from test_operator_plan import SETTINGS, cond, world
 
 pytestmark = pytest.mark.unit

@@ -171,7 +171,7 @@ def test_plan_children_creates_missing_and_never_patches_the_config_map():
 
 
 def test_remembered_children_converge_exactly_like_the_objects_they_stand_for():
-    from operator_apps import example
+    from streamapp_testkit.operator_apps import example
     from streamapp_operator.observe.kube import remembered
     from streamapp_operator.render import Launch, render_children
 

@@ -16,7 +16,7 @@ from streamapp_operator.decide.scaling.memory import PendingScale
 from streamapp_operator.decide.world import Applied, Driver, Kafka, Memory, Observed, Progress, Settings
 from streamapp_operator.render import Launch, render_children
 
-from operator_apps import app as make_app
+from streamapp_testkit.operator_apps import app as make_app
 
 pytestmark = pytest.mark.unit
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)

@@ -18,7 +18,7 @@ from streamapp_operator.render.disruption import DECOMMISSION_CONF
 from streamapp_api.contract import parse_properties
 from streamapp_api.rules import SPARK_DECOMMISSION_CONF
 
-from operator_apps import app, example, example_names
+from streamapp_testkit.operator_apps import app, example, example_names
 
 pytestmark = pytest.mark.unit
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"

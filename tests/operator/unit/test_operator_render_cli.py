@@ -9,7 +9,7 @@ import yaml
 
 from streamapp_operator import render_cli
 
-from operator_apps import EXAMPLES
+from streamapp_testkit.operator_apps import EXAMPLES
 
 pytestmark = pytest.mark.unit
 

@@ -10,7 +10,7 @@ from streamapp_operator.decide.scaling.memory import PendingScale
 from streamapp_operator.decide.scaling.partitions import debounce, desired_executors, tasks_to_cover
 from streamapp_operator.decide.world import Kafka
 
-from operator_apps import example, spec
+from streamapp_testkit.operator_apps import example, spec
 
 pytestmark = pytest.mark.unit
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)

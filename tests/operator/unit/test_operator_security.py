@@ -18,7 +18,7 @@ from streamapp_operator.decide.children import plan_children
 from streamapp_operator.render import Launch, render_all, render_children
 from streamapp_operator.render import network as net
 
-from operator_apps import app, manifest
+from streamapp_testkit.operator_apps import app, manifest
 
 pytestmark = pytest.mark.unit
 UID = "uid-1"

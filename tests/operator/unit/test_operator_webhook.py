@@ -13,7 +13,7 @@ from streamapp_api import Policy
 from streamapp_operator import webhook_tls
 from streamapp_operator.webhook import verdict
 
-from operator_apps import BASE
+from streamapp_testkit.operator_apps import BASE
 
 pytestmark = pytest.mark.unit
 

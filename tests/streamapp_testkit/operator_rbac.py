@@ -89,7 +89,7 @@ def operator_calls() -> set[tuple[str, str, str]]:
             # the operator's CA into its ValidatingWebhookConfiguration (webhook.inject_ca_bundle)
             needs.add(("admissionregistration.k8s.io", "validatingwebhookconfigurations", kind.lower()))
         else:
-            raise AssertionError(f"{where}:{line}: kube.{verb}(...) of a shape tests/chart/operator_rbac.py "
+            raise AssertionError(f"{where}:{line}: kube.{verb}(...) of a shape tests/streamapp_testkit/operator_rbac.py "
                                  "does not know: teach it which permission this call needs")
     return needs
 

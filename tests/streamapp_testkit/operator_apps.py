@@ -9,7 +9,7 @@ import yaml
 
 from streamapp_api import StreamApp, StreamAppSpec, load
 
-EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 BASE = {
     "apiVersion": "streamapp.io/v1alpha1",
     "kind": "StreamApp",
