@@ -200,11 +200,13 @@ class Dedupe(ApiModel):
     )
 
 
-_STEP_KEYS = ("filter", "select", "withColumns", "explode", "keyBy", "join", "window",
-              "aggregate", "accumulate", "dedupe", "sql")
+# The step keys, in the order of Step's fields (tests/unit/test_step_tables.py): the API's flow.STEP_FLOW
+# and the runtime's STEP_COMPILERS have a row for each.
+STEP_KEYS = ("filter", "select", "withColumns", "explode", "keyBy", "join", "window",
+             "aggregate", "accumulate", "dedupe", "sql")
 _ONE_KEY = cel(
-    "[" + ", ".join(f"has(self.{k})" for k in _STEP_KEYS) + "].filter(x, x).size() == 1",
-    "a step has exactly one key: one of " + ", ".join(_STEP_KEYS),
+    "[" + ", ".join(f"has(self.{k})" for k in STEP_KEYS) + "].filter(x, x).size() == 1",
+    "a step has exactly one key: one of " + ", ".join(STEP_KEYS),
 )
 
 
@@ -261,7 +263,7 @@ class Step(ApiModel):
     @property
     def kind(self) -> str:
         """The step's one key (camelCase, as written)."""
-        for key in _STEP_KEYS:
+        for key in STEP_KEYS:
             if getattr(self, _ATTR[key]) is not None:
                 return key
         raise ValueError("empty step")
@@ -271,12 +273,10 @@ class Step(ApiModel):
         return getattr(self, _ATTR[self.kind])
 
     def set_keys(self) -> list[str]:
-        return [k for k in _STEP_KEYS if getattr(self, _ATTR[k]) is not None]
+        return [k for k in STEP_KEYS if getattr(self, _ATTR[k]) is not None]
 
 
-STEP_KEYS = _STEP_KEYS
-_ATTR = {"withColumns": "with_columns", "keyBy": "key_by"}
-_ATTR.update({k: k for k in _STEP_KEYS if k not in _ATTR})
+_ATTR = {field.alias or name: name for name, field in Step.model_fields.items()}  # step key -> attribute
 STATEFUL_STEPS = ("join", "aggregate", "accumulate", "dedupe")  # keep state in the checkpoint
 SHUFFLING_STEPS = (*STATEFUL_STEPS, "sql")  # may shuffle: spec.shufflePartitions matters (sql: cannot tell)
 MAX_STEPS = MAX_LIST

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from streamapp_api.spec import Stream
 
@@ -14,7 +17,7 @@ from streamapp_runtime.compile.steps.dedupe import dedupe
 from streamapp_runtime.compile.steps.joins import stream_join
 from streamapp_runtime.compile.steps.windows import aggregate
 
-__all__ = ["StepError", "apply_steps", "refusal"]  # StepError lives in frame.py, which steps and compiler share
+__all__ = ["STEP_COMPILERS", "StepError", "apply_steps", "refusal"]  # StepError lives in frame.py, which steps and compiler share
 
 
 UNKNOWN_FUNCTION = re.compile(r"UNRESOLVED_ROUTINE\] Cannot resolve routine `([^`]+)`")
@@ -44,41 +47,78 @@ def refusal(message: str, where: str, kind: str, value, functions: list[str]) ->
     return f"{at}: {name}() is not a Spark SQL function{hint}"
 
 
+@dataclass(frozen=True)
+class StepAt:
+    """One step of a stream being compiled: what it may ask the compiler, and where it is in the spec."""
+
+    compiler: FrameSource
+    stream: Stream
+    path: str  # the stream's path in the spec
+    index: int
+
+    @property
+    def where(self) -> str:
+        return f"{self.path}.steps[{self.index}]"
+
+    @property
+    def value(self) -> Any:
+        return self.stream.steps[self.index].value
+
+    @property
+    def keeps_time(self) -> bool:
+        """Whether the event time survives this step, as the API resolved it."""
+        resolved = self.compiler.resolved.steps.get(self.stream.name, ())  # the API's flow after each step
+        return resolved[self.index].event_time is not None if self.index < len(resolved) else True
+
+
+def _aggregate(at: StepAt, frame: Frame) -> Frame:
+    """Over the windows of the window step just before it, if there is one."""
+    window = at.stream.steps[at.index - 1].window if at.index else None
+    if window is None:
+        return aggregate(frame, None, at.value, at.where)
+    return aggregate(frame, window, at.value, f"{at.path}.steps[{at.index - 1}]")
+
+
+def _join(at: StepAt, frame: Frame) -> Frame:
+    join = at.value
+    if join.table is not None:
+        return at.compiler.table_join(frame, join, at.where)
+    return stream_join(frame, at.compiler.frame(join.stream), join, at.where)
+
+
+StepCompiler = Callable[[StepAt, Frame], Frame]
+
+# Per step key (streamapp_api.steps.STEP_KEYS), how the step is compiled; the API's flow.STEP_FLOW has
+# a row for each key too (tests/unit/test_step_tables.py).
+STEP_COMPILERS: dict[str, StepCompiler] = {
+    "filter": lambda at, frame: stateless.filter_rows(frame, at.value),
+    "select": lambda at, frame: stateless.select(frame, at.value, at.keeps_time),
+    "withColumns": lambda at, frame: stateless.with_columns(frame, at.value, at.keeps_time),
+    "explode": lambda at, frame: stateless.explode(frame, at.value),
+    "keyBy": lambda at, frame: stateless.key_by(frame, at.value),
+    "join": _join,
+    # Compiled with the aggregate after it; the API refuses a window not followed by one (flow._window).
+    "window": lambda at, frame: frame,
+    "aggregate": _aggregate,
+    "accumulate": lambda at, frame: accumulate(frame, at.value, at.compiler.emit_of(at.stream.name), at.where,
+                                               at.compiler.state_function),
+    "dedupe": lambda at, frame: dedupe(frame, at.value, at.where),
+    "sql": lambda at, frame: stateless.sql(at.compiler.spark, frame, at.value, at.keeps_time),
+}
+
+
 def apply_steps(compiler: FrameSource, stream: Stream, path: str, frame: Frame) -> Frame:
-    steps = stream.steps
-    resolved = compiler.resolved.steps.get(stream.name, ())  # the API's flow after each step
-    j = 0
-    while j < len(steps):
-        step = steps[j]
-        where = f"{path}.steps[{j}]"
-        kind, value = step.kind, step.value
+    """The stream's steps applied in order to ``frame``. The stream comes resolved and checked by the
+    API (streamapp_api.load): the runtime does not repeat its checks."""
+    for j, step in enumerate(stream.steps):
+        at = StepAt(compiler, stream, path, j)
+        compile_step = STEP_COMPILERS[step.kind]
         try:
-            if kind == "window":
-                if j + 1 >= len(steps) or steps[j + 1].aggregate is None:
-                    raise StepError(f"{where}.window: a window must be followed directly by an aggregate step")
-                # What Spark refuses here is the aggregate's (the window itself is checked by us).
-                where, kind, value = f"{path}.steps[{j + 1}]", "aggregate", steps[j + 1].aggregate
-                frame = aggregate(frame, step.value, value, f"{path}.steps[{j}]")
-                j += 2
-                continue
-            if kind == "aggregate":
-                frame = aggregate(frame, None, value, where)
-            elif kind == "join" and value.table is not None:
-                frame = compiler.table_join(frame, value, where)
-            elif kind == "join":
-                frame = stream_join(frame, compiler.frame(value.stream), value, where)
-            elif kind == "accumulate":
-                frame = accumulate(frame, value, compiler.emit_of(stream.name), where, compiler.state_function)
-            elif kind == "dedupe":
-                frame = dedupe(frame, value, where)
-            else:
-                keeps_time = resolved[j].event_time is not None if j < len(resolved) else True
-                frame = stateless.apply(compiler.spark, frame, kind, value, where, keeps_time)
+            frame = compile_step(at, frame)
         except StepError:  # our own checks, already with their path
             raise
         except Exception as exc:  # AnalysisException and friends: Spark refused it; say which step
             message = str(exc).split("\n")[0]
             functions = builtin_functions(compiler.spark) if UNKNOWN_FUNCTION.search(message) else []
-            raise StepError(refusal(message, where, kind, value, functions)) from exc
-        j += 1
+            raise StepError(refusal(message, at.where, step.kind, step.value, functions)) from exc
     return frame
