@@ -31,108 +31,13 @@ from streamapp_runtime import plan
 from streamapp_runtime.checkpoint import files as checkpoint_files
 from streamapp_runtime.checkpoint import layout
 from streamapp_runtime.compile.dlq import read_back
-from streamapp_runtime.compile.sources import BAD_COUNT_PREFIX
 from streamapp_runtime.connections import admin_config
-from streamapp_runtime.run.consumer_groups import Offsets, offsets_of
+from streamapp_runtime.run.consumer_groups import Offsets
+from streamapp_runtime.run.dead_letter_cursor import (Coverage, bad_count, batch_begin, batch_offsets, initial_offsets,
+                                                      last_committed_offsets, merge)
 from streamapp_runtime.sinks.dead_letter_topic import DeadLetterSink
 
 log = logging.getLogger("streamapp.runtime")
-
-EARLIEST = -2  # in Spark's offset JSON: the partition's first offset
-
-
-# --- pure: what a batch tells, and what is left to read back -------------------------------------
-
-def _merge(a: Offsets, b: Offsets, pick=max) -> Offsets:
-    return {**a, **b, **{tp: pick(a[tp], b[tp]) for tp in a.keys() & b.keys()}}
-
-
-def batch_offsets(progress: dict, topics: set[str]) -> tuple[Offsets | None, Offsets]:
-    """(where the batch started, None for a checkpoint's first batch; where it ended) over the
-    progress's sources reading ``topics`` (several when a query reads the source twice). Pure."""
-    start: Offsets | None = {}
-    end: Offsets = {}
-    for source in progress.get("sources") or []:
-        ended = {tp: o for tp, o in offsets_of(source.get("endOffset")).items() if tp[0] in topics}
-        if not ended:
-            continue
-        end = _merge(end, ended)
-        if source.get("startOffset") is None:
-            start = None
-        elif start is not None:
-            start = _merge(start, offsets_of(source["startOffset"]), min)
-    return start, end
-
-
-def bad_count(progress: dict, source: str) -> int | None:
-    """The source's bad records in the batch, over every read of it; None when the query did not
-    report them though it read something (then the batch is read back). Pure."""
-    prefix = f"{BAD_COUNT_PREFIX}{source}#"
-    counts = [int((row or {}).get("bad") or 0) for name, row in (progress.get("observedMetrics") or {}).items()
-              if name.startswith(prefix)]
-    if counts:
-        return sum(counts)
-    return 0 if not int(progress.get("numInputRows") or 0) else None
-
-
-def batch_begin(start: Offsets | None, end: Offsets, initial: Offsets) -> Offsets:
-    """Where the batch began per partition it ended on: a first batch at the checkpoint's initial
-    offsets, a partition new to the query at its earliest offset (as Spark reads it). Pure."""
-    known = initial if start is None else start
-    return {tp: known.get(tp, EARLIEST) for tp in end}
-
-
-@dataclass
-class Coverage:
-    """One source's dead-letter cursor and what is left to read back. Pure (no I/O)."""
-
-    cursor: Offsets = field(default_factory=dict)  # below it, every bad record is written
-    upto: Offsets = field(default_factory=dict)  # the end of what is to be read back
-    dirty: bool = False  # some bad records (or an unread gap) lie between cursor and upto
-
-    def batch(self, begin: Offsets, end: Offsets, bad: int | None) -> None:
-        for tp, offset in begin.items():  # nothing before the pipeline's first batch is ours to write
-            self.cursor.setdefault(tp, offset)
-        behind = any(self.cursor[tp] < b for tp, b in begin.items() if b >= 0)
-        if not self.dirty and bad == 0 and not behind:
-            self.cursor = _merge(self.cursor, end)
-            return
-        self.dirty = True
-        self.upto = _merge(self.upto, end)
-
-    def to_read(self) -> tuple[Offsets, Offsets]:
-        """(from, to) per partition with something left to read back."""
-        left = {tp: o for tp, o in self.upto.items() if o > self.cursor.get(tp, EARLIEST)}
-        return {tp: self.cursor.get(tp, EARLIEST) for tp in left}, left
-
-    def written(self) -> None:
-        self.cursor = _merge(self.cursor, self.upto)
-        self.upto, self.dirty = {}, False
-
-
-def initial_offsets(files: dict[str, str]) -> Offsets:
-    """A checkpoint's initial Kafka offsets from its ``sources/*/0`` files (``v1`` and a JSON line,
-    after a NUL Spark writes first), the lowest per partition. Pure."""
-    found: Offsets = {}
-    for text in files.values():
-        found = _merge(found, offsets_of(text[text.find("{"):] if "{" in text else ""), min)
-    return found
-
-
-def last_committed_offsets(commits: list[str], read_offsets: Callable[[str], str | None]) -> Offsets:
-    """The Kafka offsets a query's checkpoint committed last: its ``offsets/<n>`` (a version line, the
-    batch's metadata, then one line per source) for the highest ``n`` in ``commits/``. Pure given
-    ``read_offsets(n)``."""
-    batch = layout.last_committed(commits)
-    if batch is None:
-        return {}
-    found: Offsets = {}
-    for line in (read_offsets(str(batch)) or "").splitlines()[2:]:
-        found = _merge(found, offsets_of(line))
-    return found
-
-
-# --- the writer -----------------------------------------------------------------------------------
 
 @dataclass
 class Owned:
@@ -222,7 +127,7 @@ class DeadLetterWriter:
             begin, end = coverage.to_read()
             rows = self.read_back(owned.source, begin, end) if end else iter(())
             # never back: after a restart the cursor may be past a replayed batch's end on some partitions
-            written = owned.sink.write(rows, _merge(coverage.cursor, coverage.upto))
+            written = owned.sink.write(rows, merge(coverage.cursor, coverage.upto))
             coverage.written()
             owned.committed, owned.last_commit = dict(coverage.cursor), now
             if written:
@@ -245,7 +150,7 @@ class DeadLetterWriter:
             owned.committed = owned.sink.cursor(sorted(end))
             # No cursor, and the app ran a dead-letter query before: that query wrote up to its last batch.
             earlier = {} if owned.committed or not owned.earlier_query else self.read_committed(owned.earlier_query)
-            owned.coverage.cursor = _merge(_merge(earlier, owned.committed), owned.coverage.cursor)
+            owned.coverage.cursor = merge(merge(earlier, owned.committed), owned.coverage.cursor)
         initial = self.read_initial(owned.checkpoint) if start is None else {}
         owned.coverage.batch(batch_begin(start, end, initial), end, bad_count(progress, owned.source.name))
 

@@ -1,4 +1,4 @@
-"""The dead-letter writer's pure decisions (run.dead_letters): what a batch's progress tells, which
+"""The dead-letter writer's pure decisions (run.dead_letter_cursor): what a batch's progress tells, which
 owner query counts a source, and what is left to read back, across clean batches, bad ones and a
 restart after a crash."""
 
@@ -11,8 +11,8 @@ import yaml
 
 from streamapp_api import load
 from streamapp_runtime import plan
-from streamapp_runtime.run.dead_letters import (EARLIEST, Coverage, bad_count, batch_begin, batch_offsets,
-                                                initial_offsets, last_committed_offsets)
+from streamapp_runtime.run.dead_letter_cursor import (EARLIEST, Coverage, bad_count, batch_begin, batch_offsets,
+                                                      initial_offsets, last_committed_offsets)
 
 pytestmark = pytest.mark.unit
 REPO = Path(__file__).resolve().parents[3]
