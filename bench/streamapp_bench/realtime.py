@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-from confluent_kafka import Consumer, TopicPartition
 
 from streamapp_testbed import kafka_admin
 from streamapp_testbed.paths import REPO_DIR, local_run_env
@@ -88,23 +87,14 @@ def read_all(bootstrap: str, topic: str, expected: int, timeout: float, idle: fl
              counts=lambda record: True) -> list[tuple[int, dict]]:
     """(broker append time, record) of every record of `topic`, until `expected` records that `counts`
     came, nothing new came for `idle` seconds, or `timeout`."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-rt-{time.monotonic_ns()}",
-                         "enable.auto.commit": False})
-    meta = consumer.list_topics(topic, timeout=10).topics[topic]
-    consumer.assign([TopicPartition(topic, p, 0) for p in sorted(meta.partitions)])
     out: list[tuple[int, dict]] = []
-    counted = 0
-    deadline, last = time.monotonic() + timeout, time.monotonic()
-    try:
-        while counted < expected and time.monotonic() < deadline and time.monotonic() - last < idle:
-            for msg in consumer.consume(5000, 0.5):
-                if not msg.error():
-                    record = json.loads(msg.value())
-                    out.append((msg.timestamp()[1], record))
-                    counted += bool(counts(record))
-                    last = time.monotonic()
-    finally:
-        consumer.close()
+
+    def decoded_counts(msg) -> bool:  # called once per message read, in order: each is decoded once
+        record = json.loads(msg.value())
+        out.append((msg.timestamp()[1], record))
+        return bool(counts(record))
+
+    kafka_admin.read_topic(bootstrap, topic, until=expected, idle=idle, timeout=timeout, after=0, counts=decoded_counts)
     return out
 
 

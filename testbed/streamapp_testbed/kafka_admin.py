@@ -76,7 +76,8 @@ def read_topic(
     Stops at the first of: `until` messages that `counts` accepts; nothing new for `idle` seconds
     once `after` of those came (after=0: counted from the start, so an empty topic ends the read;
     idle=None: never); `timeout` seconds. A Kafka error other than a retriable one or a topic not
-    created yet raises KafkaException. `config` adds consumer settings (isolation.level, ...).
+    created yet raises KafkaException. `counts` sees each message once, in order. `config` adds
+    consumer settings (isolation.level, ...).
     """
     consumer = Consumer(
         {

@@ -20,12 +20,12 @@ from collections import Counter
 import psycopg
 import pytest
 import yaml
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import KafkaException, Producer
 
 from streamapp_testkit.runtime import REPO, closed_click_windows, s3_checkpoint, start_run, wait_while_running, watermark_flush
 from streamapp_runtime.sinks.kafka_transactions import PartitionWriter, Target, Written, write_partition
 from streamapp_testbed import clickstream
-from streamapp_testbed.kafka_admin import create_topic
+from streamapp_testbed.kafka_admin import create_topic, read_topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 KILLS = {"volume": 10, "s3": 3}  # on S3 fewer: the same code, on a checkpoint whose writes take longer
@@ -37,21 +37,12 @@ def read(bootstrap: str, topic: str, isolation: str = "read_committed", expect: 
     """Every record of ``topic`` as (key, value, headers), read from the start until at least ``expect``
     came and then nothing for ``idle`` seconds (a transaction a killed writer left open holds
     read_committed readers back until it is fenced or times out: they wait, they do not stop)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"eos-reader-{time.monotonic_ns()}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False, "isolation.level": isolation})
-    consumer.subscribe([topic])
-    out, deadline, last = [], time.monotonic() + timeout, time.monotonic()
-    try:
-        while time.monotonic() < deadline and (len(out) < expect or time.monotonic() - last < idle):
-            msg = consumer.poll(0.5)
-            if msg is None or msg.error():
-                continue
-            decode = (lambda b: b.decode() if b is not None else None)  # noqa: E731
-            out.append((decode(msg.key()), decode(msg.value()), dict(msg.headers() or [])))
-            last = time.monotonic()
-    finally:
-        consumer.close()
-    return out
+    def decode(b):
+        return b.decode() if b is not None else None
+
+    return [(decode(msg.key()), decode(msg.value()), dict(msg.headers() or []))
+            for msg in read_topic(bootstrap, topic, idle=idle, timeout=timeout, after=expect,
+                                  config={"isolation.level": isolation})]
 
 
 def test_a_replayed_batch_is_skipped_and_a_zombie_writer_is_fenced(kafka, names):

@@ -11,11 +11,12 @@ from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Producer
 
 from streamapp_api import load
 from streamapp_runtime.run import runner
 from streamapp_runtime.run.settings import Settings
+from streamapp_testbed.kafka_admin import read_topic
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -58,31 +59,18 @@ def produce(bootstrap: str, topic: str, records, timestamps_ms: list[int] | None
 
 
 def consume(bootstrap: str, topic: str, expect: int | None = None, timeout: float = 20, idle: float = 3) -> list[dict]:
-    """Every record of a topic as {key, value, headers}; values decoded from JSON when possible."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{time.monotonic_ns()}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    consumer.subscribe([topic])
+    """Every record of a topic as {key, value, headers}, values decoded from JSON when possible: until
+    `expect` records came, or (without `expect`) nothing new for `idle` seconds from the start."""
     out: list[dict] = []
-    deadline, last = time.monotonic() + timeout, time.monotonic()
-    try:
-        while time.monotonic() < deadline and (expect is None or len(out) < expect):
-            msg = consumer.poll(0.5)
-            if msg is None:
-                if expect is None and time.monotonic() - last > idle:
-                    break
-                continue
-            if msg.error():
-                continue
-            value = msg.value()
-            try:
-                value = json.loads(value) if value is not None else None
-            except ValueError:
-                value = value.decode()
-            out.append({"key": msg.key().decode() if msg.key() is not None else None, "value": value,
-                        "headers": {k: v.decode() for k, v in (msg.headers() or [])}})
-            last = time.monotonic()
-    finally:
-        consumer.close()
+    for msg in read_topic(bootstrap, topic, until=expect, idle=idle if expect is None else None, timeout=timeout,
+                          after=0):
+        value = msg.value()
+        try:
+            value = json.loads(value) if value is not None else None
+        except ValueError:
+            value = value.decode()
+        out.append({"key": msg.key().decode() if msg.key() is not None else None, "value": value,
+                    "headers": {k: v.decode() for k, v in (msg.headers() or [])}})
     return out
 
 
