@@ -9,7 +9,7 @@ Spark resolves them (ignoring case); ``sql`` steps must be one SELECT reading on
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -44,7 +44,8 @@ class Flow:
         folded = column.lower()
         return next((t for c, t in self.types if c.lower() == folded), None)
 
-    def with_types(self, types: dict[str, str]) -> "Flow":
+    def with_types(self, types: Mapping[str, str | None]) -> "Flow":
+        """The flow with these column types; a column whose type is unknown (None, "") is left out."""
         return replace(self, types=tuple(sorted((c, t) for c, t in types.items() if t)))
 
     def missing(self, column: str, name: str) -> str:
@@ -72,7 +73,7 @@ class Lineage:
     streams: tuple[str, ...] = ()  # in dependency order, the stream itself last
 
     def merge(self, other: "Lineage") -> "Lineage":
-        def union(a: tuple, b: tuple) -> tuple:
+        def union(a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...]:
             return a + tuple(x for x in b if x not in a)
         return Lineage(*(union(getattr(self, f), getattr(other, f)) for f in
                          ("aggregations", "accumulates", "stream_joins", "emits", "sources", "tables", "streams")))
@@ -178,13 +179,14 @@ def _select(walk: StepWalk, j: int) -> None:
         if item.name is None and not item.star and not item.error:
             walk.issues.append(Issue(f"{path}.select[{k}]", f"{value[k]!r} needs a name: write 'expression AS name'"))
     metadata = {c for c in flow.columns or () if c.startswith("_")}  # key and timestamp travel along
-    if any(n is None for n in names) or (star and flow.columns is None):
+    named = [n for n in names if n is not None]
+    if len(named) < len(names) or (star and flow.columns is None):
         columns = None
     else:
-        columns = frozenset(set(names) | metadata | (set(flow.columns or ()) if star else set()))
-    kept = [p.name for p in parsed if p.references == ((p.name,),)]  # bare column references
+        columns = frozenset(set(named) | metadata | (set(flow.columns or ()) if star else set()))
+    kept = [p.name for p in parsed if p.name is not None and p.references == ((p.name,),)]  # bare column references
     keeps_time = star or (flow.event_time or "").startswith("_") or flow.event_time in kept
-    types = dict(flow.types) if star else {c: t for c, t in flow.types if c.startswith("_")}
+    types: dict[str, str | None] = dict(flow.types) if star else {c: t for c, t in flow.types if c.startswith("_")}
     types.update({p.name: flow.type_of(p.name) for p in parsed if p.name in kept})
     walk.flow = replace(flow, columns=columns, event_time=flow.event_time if keeps_time else None,
                         watermark=flow.watermark and keeps_time, group_columns=None).with_types(types)

@@ -6,7 +6,7 @@ one, so the CRD stays structural (no oneOf with differing types) and ``kubectl e
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -23,8 +23,8 @@ _COLUMN_KEYS = cel(
 )
 
 
-def _column_map(description: str, **kwargs):
-    extra: dict = {"x-kubernetes-validations": [_COLUMN_KEYS]}
+def _column_map(description: str, **kwargs: Any) -> Any:
+    extra: dict[str, Any] = {"x-kubernetes-validations": [_COLUMN_KEYS]}
     return Field(description=description, min_length=1, max_length=MAX_LIST,
                  json_schema_extra=extra, **kwargs)
 
@@ -210,6 +210,10 @@ _ONE_KEY = cel(
 )
 
 
+def _first_line(model: type[ApiModel]) -> str:
+    return (model.__doc__ or "").split("\n")[0]
+
+
 # What changing, adding or removing a step of each kind does (Stream.steps compares them): steps that
 # shape the state in the checkpoint (keys, windows, aggregations, joins, dedupes; sql may do any of
 # them) leave it unusable; the others only need a restart.
@@ -245,13 +249,13 @@ class Step(ApiModel):
         description="SQL expression that becomes the record key (_key) downstream, e.g. 'customer_id'. "
         "Kafka sinks write it as the message key.",
     )
-    join: Annotated[Join | None, _SHAPES_STATE] = Field(default=None, description=Join.__doc__.split("\n")[0])
+    join: Annotated[Join | None, _SHAPES_STATE] = Field(default=None, description=_first_line(Join))
     window: Annotated[Window | None, _SHAPES_STATE] = Field(default=None, description=Window.__doc__)
     aggregate: Annotated[Aggregate | None, _SHAPES_STATE] = Field(
-        default=None, description=Aggregate.__doc__.split("\n")[0]
+        default=None, description=_first_line(Aggregate)
     )
     accumulate: Annotated[Accumulate | None, _SHAPES_STATE] = Field(
-        default=None, description=Accumulate.__doc__.split("\n")[0]
+        default=None, description=_first_line(Accumulate)
     )
     dedupe: Annotated[Dedupe | None, _SHAPES_STATE] = Field(default=None, description=Dedupe.__doc__)
     sql: Annotated[Expr | None, _SHAPES_STATE] = Field(
@@ -269,7 +273,7 @@ class Step(ApiModel):
         raise ValueError("empty step")
 
     @property
-    def value(self):
+    def value(self) -> Any:
         return getattr(self, _ATTR[self.kind])
 
     def set_keys(self) -> list[str]:

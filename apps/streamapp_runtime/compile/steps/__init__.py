@@ -1,4 +1,5 @@
-"""Steps: each takes a Frame and returns a Frame. ``apply_steps`` runs a stream's steps in order."""
+"""Steps: each takes a Frame and returns a Frame. ``STEP_COMPILERS`` compiles a step of each key;
+``apply_steps`` runs a stream's steps in order."""
 
 from __future__ import annotations
 
@@ -97,7 +98,7 @@ STEP_COMPILERS: dict[str, StepCompiler] = {
     "explode": lambda at, frame: stateless.explode(frame, at.value),
     "keyBy": lambda at, frame: stateless.key_by(frame, at.value),
     "join": _join,
-    # Compiled with the aggregate after it; the API refuses a window not followed by one (flow._window).
+    # Compiled with the aggregate after it; the API refuses a window without one (streamapp_api.flow).
     "window": lambda at, frame: frame,
     "aggregate": _aggregate,
     "accumulate": lambda at, frame: accumulate(frame, at.value, at.compiler.emit_of(at.stream.name), at.where,
@@ -108,8 +109,8 @@ STEP_COMPILERS: dict[str, StepCompiler] = {
 
 
 def apply_steps(compiler: FrameSource, stream: Stream, path: str, frame: Frame) -> Frame:
-    """The stream's steps applied in order to ``frame``. The stream comes resolved and checked by the
-    API (streamapp_api.load): the runtime does not repeat its checks."""
+    """The stream's steps applied in order to ``frame``. The stream comes checked by the API
+    (streamapp_api.load): a window step, for one, is always followed by an aggregate."""
     for j, step in enumerate(stream.steps):
         at = StepAt(compiler, stream, path, j)
         compile_step = STEP_COMPILERS[step.kind]
