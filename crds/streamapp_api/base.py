@@ -29,7 +29,7 @@ Expr = Annotated[str, Field(min_length=1, max_length=MAX_EXPR)]
 K8sName = Annotated[str, Field(pattern=K8S_NAME_PATTERN, max_length=253)]
 
 
-def cel(rule: str, message: str, field_path: str | None = None, reason: str | None = None) -> dict:
+def cel(rule: str, message: str, field_path: str | None = None, reason: str | None = None) -> dict[str, Any]:
     """One ``x-kubernetes-validations`` entry."""
     entry: dict[str, Any] = {"rule": rule, "message": message}
     if field_path:
@@ -39,7 +39,7 @@ def cel(rule: str, message: str, field_path: str | None = None, reason: str | No
     return entry
 
 
-def api_config(*rules: dict, **extra: Any) -> ConfigDict:
+def api_config(*rules: dict[str, Any], **extra: Any) -> ConfigDict:
     """Model config carrying CEL rules (and any other schema keys) into the generated CRD."""
     schema_extra: dict[str, Any] = dict(extra)
     if rules:
@@ -60,7 +60,7 @@ class ApiModel(BaseModel):
         use_attribute_docstrings=False,
     )
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """The model as the JSON-compatible mapping Kubernetes stores (unset optionals left out)."""
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 

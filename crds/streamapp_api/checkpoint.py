@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -170,16 +170,16 @@ class CheckpointDefault:
     may hold ``{namespace}`` and ``{name}``, which become the app's."""
 
     location: str
-    s3: dict | None = None  # an S3 block as in the API (camelCase), e.g. {"endpoint": …, "secretRef": {…}}
+    s3: dict[str, Any] | None = None  # an S3 block as in the API (camelCase), e.g. {"endpoint": …, "secretRef": {…}}
 
-    def for_app(self, namespace: str, name: str) -> dict:
-        found = {"location": self.location.replace("{namespace}", namespace).replace("{name}", name)}
+    def for_app(self, namespace: str, name: str) -> dict[str, Any]:
+        found: dict[str, Any] = {"location": self.location.replace("{namespace}", namespace).replace("{name}", name)}
         if self.s3:
             found["s3"] = copy.deepcopy(self.s3)
         return found
 
 
-def with_checkpoint_defaults(document: dict, default: CheckpointDefault | None = None) -> dict:
+def with_checkpoint_defaults(document: dict[str, Any], default: CheckpointDefault | None = None) -> dict[str, Any]:
     """The manifest with its checkpoint settled: the operator's default location for an app that names
     neither a location nor a volume field, else the volume defaults when it names no location. Other
     shapes (and documents that are not manifests) are returned as they are, for validation to judge."""

@@ -7,6 +7,7 @@ both sides (and the API's tests) can import it.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 # spark.properties is written and read by one codec, whose reader is exactly its writer's inverse.
 from .properties import SPARK_PROPERTIES_FILE, PropertiesError, format_properties, parse_properties  # noqa: F401
@@ -209,7 +210,7 @@ SQL_VARIABLE_SUBSTITUTE = "spark.sql.variable.substitute"
 REFUSED_REASON = "Refused"
 
 
-def format_refused_functions(names) -> str:
+def format_refused_functions(names: Iterable[str]) -> str:
     """The value of REFUSED_FUNCTIONS_CONF for these function names."""
     return ",".join(sorted({name.strip().lower() for name in names if name.strip()}))
 

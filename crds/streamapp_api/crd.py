@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 import yaml
+from pydantic import BaseModel
 
 from .spec import API_VERSION, GROUP, KIND, PLURAL, SHORT_NAMES, SINGULAR, VERSION, StreamAppSpec
 from .spec import APP_NAME_HELP, APP_NAME_PATTERN
@@ -54,7 +55,7 @@ def _structural(node: Any, defs: dict[str, Any]) -> Any:
     node.pop("$defs", None)
     if node.get("additionalProperties") is False:
         del node["additionalProperties"]
-    out = {}
+    out: dict[str, Any] = {}
     for key, value in node.items():
         if key == "properties":
             out[key] = {name: _structural(prop, defs) for name, prop in value.items()}
@@ -79,16 +80,17 @@ _KEY_ORDER = ("description", "type", "format", "default", "enum", "pattern", "mi
               "x-kubernetes-list-type", "x-kubernetes-list-map-keys", "x-kubernetes-validations")
 
 
-def _ordered(node: dict) -> dict:
+def _ordered(node: dict[str, Any]) -> dict[str, Any]:
     keys = sorted(node, key=lambda k: (_KEY_ORDER.index(k) if k in _KEY_ORDER else len(_KEY_ORDER), k))
     return {k: node[k] for k in keys}
 
 
-def model_schema(model) -> dict[str, Any]:
+def model_schema(model: type[BaseModel]) -> dict[str, Any]:
     """The structural OpenAPI v3 schema of one model."""
     raw = model.model_json_schema(by_alias=True, mode="validation")
     defs = raw.get("$defs", {})
-    return _structural(raw, defs)
+    schema: dict[str, Any] = _structural(raw, defs)
+    return schema
 
 
 def openapi_schema() -> dict[str, Any]:
@@ -172,7 +174,7 @@ class _Dumper(yaml.SafeDumper):
     pass
 
 
-def _str_representer(dumper: yaml.SafeDumper, value: str):
+def _str_representer(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
     style = "|" if "\n" in value else None
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 

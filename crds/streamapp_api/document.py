@@ -32,7 +32,7 @@ def parse(document: Any, policy: Policy | None = None,
         return None, [Issue("(document)", "nests too deeply to be checked; simplify the expressions")]
 
 
-def _checked(document: dict, policy: Policy | None,
+def _checked(document: dict[str, Any], policy: Policy | None,
              checkpoint: CheckpointDefault | None) -> tuple[StreamApp | None, list[Issue]]:
     try:
         app = StreamApp.model_validate(with_checkpoint_defaults(document, checkpoint))

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from .checkpoint import S3_LOCATION_HELP, S3_LOCATION_PATTERN
 from .base import COLUMN_HELP, COLUMN_PATTERN, K8S_NAME_PATTERN, NAME_HELP, NAME_PATTERN, TOPIC_HELP, TOPIC_PATTERN
@@ -137,7 +138,7 @@ def allowed_fields(model: type[BaseModel]) -> list[str]:
     return [field.alias or name for name, field in model.model_fields.items()]
 
 
-def _describe(error: dict, root: type[BaseModel]) -> str:
+def _describe(error: ErrorDetails, root: type[BaseModel]) -> str:
     kind = error["type"]
     ctx = error.get("ctx") or {}
     value = error.get("input")

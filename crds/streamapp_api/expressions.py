@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
-from sqlglot.tokens import TokenType
+from sqlglot.tokenizer_core import Token, TokenType
 
 from .suggest import did_you_mean
 
@@ -119,18 +120,18 @@ def text_problem(text: str) -> str | None:
     return None
 
 
-def _tokens(text: str) -> list:
+def _tokens(text: str) -> list[Token]:
     return sqlglot.Dialect.get_or_raise(DIALECT).tokenize(text)
 
 
-def _parse(text: str) -> list[exp.Expression | None]:
+def _parse(text: str) -> list[exp.Expr | None]:
     try:
         return _parse_once(text)
     except RecursionError:  # sqlglot's parser recurses per nesting level (parentheses, NOT, unary minus)
         raise ParseError("it nests too deeply to be read (split it into several steps or withColumns)") from None
 
 
-def _parse_once(text: str) -> list[exp.Expression | None]:
+def _parse_once(text: str) -> list[exp.Expr | None]:
     try:
         return sqlglot.parse(text, read=DIALECT)
     except ParseError:
@@ -139,7 +140,7 @@ def _parse_once(text: str) -> list[exp.Expression | None]:
         return sqlglot.parse(_WINDOW_CALL.sub(lambda m: _WINDOW_STAND_IN + m.group(2), text), read=DIALECT)
 
 
-def _function_names(tree: exp.Expression, text: str) -> frozenset[str]:
+def _function_names(tree: exp.Expr, text: str) -> frozenset[str]:
     """Functions as the user wrote them, lower-case (``nvl``, not sqlglot's ``coalesce``)."""
     tokens = _tokens(text)
     calls, names = set(), set()
@@ -219,7 +220,7 @@ def parse_expression(text: str) -> Expression:
 _ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.IntDiv)
 
 
-def filter_value_type(text: str, type_of) -> str | None:
+def filter_value_type(text: str, type_of: Callable[[str], str | None]) -> str | None:
     """What a filter condition evaluates to when it is plainly not a boolean (Spark refuses those:
     FILTER_NOT_BOOLEAN): arithmetic, a number or string literal, a bare column of a known
     non-boolean type (``type_of(name)``); None when it is or may be a boolean."""
@@ -265,7 +266,7 @@ def _table_text(table: exp.Table) -> str:
         f"{table.this.name}(...)"
 
 
-def _statement_kind(tree: exp.Expression, tokens: list) -> str:
+def _statement_kind(tree: exp.Expr, tokens: list[Token]) -> str:
     if isinstance(tree, exp.Command):
         return str(tree.this).upper()
     words = [t.text.upper() for t in tokens[:2] if t.token_type != TokenType.L_PAREN]
@@ -356,7 +357,7 @@ def expression_problems(expression: Expression) -> list[str]:
             "with a join step)" for t in expression.tables if t.split("(")[0].lower() not in GENERATOR_TVFS]
 
 
-def unknown_columns(expression: Expression, columns: frozenset[str] | set[str], also: set[str] = frozenset()) -> list[str]:
+def unknown_columns(expression: Expression, columns: frozenset[str] | set[str], also: frozenset[str] | set[str] = frozenset()) -> list[str]:
     """References whose column is not among ``columns`` (nor ``also``: names visible besides the
     columns, such as aliases given earlier in the same select), compared as Spark does, ignoring case.
     Internal columns (``__...``) and bare words Spark reads as functions are never reported."""

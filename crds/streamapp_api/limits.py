@@ -13,7 +13,7 @@ import unicodedata
 from typing import Any, Iterator
 
 from .base import MAX_EXPR
-from .errors import Issue, format_path, shown
+from .errors import Issue, Loc, format_path, shown
 
 # The whole document as the API server stores it is at most ~1.5 MiB (etcd); a StreamApp's spec is a
 # few KiB. Bounds with room for the largest real pipelines, far below what takes a checker seconds.
@@ -51,12 +51,12 @@ def character_name(char: str) -> str:
     return f"U+{ord(char):04X} ({unicodedata.name(char, unicodedata.category(char))})"
 
 
-def _is_sql(loc: tuple) -> bool:
+def _is_sql(loc: Loc) -> bool:
     """Whether ``loc`` is (inside) the SQL text of a step: spec.streams[i].steps[j].<sql field>..."""
     return len(loc) >= 6 and loc[:2] == ("spec", "streams") and loc[3] == "steps" and loc[5] in _SQL_FIELDS
 
 
-def _text_issues(text: str, loc: tuple, what: str) -> Iterator[Issue]:
+def _text_issues(text: str, loc: Loc, what: str) -> Iterator[Issue]:
     path = format_path(loc)
     sql = what == "value" and _is_sql(loc)
     limit = MAX_EXPR if sql else (MAX_KEY if what == "key" else MAX_STRING)
@@ -90,12 +90,12 @@ def bracket_depth(text: str, opening: str = "([", closing: str = ")]") -> int:
     return deepest
 
 
-def document_issues(document: dict) -> list[Issue]:
+def document_issues(document: dict[str, Any]) -> list[Issue]:
     """Why ``document`` is too large, too deep or holds refused characters; empty when it may be
     checked. Walks ``spec`` and ``metadata.name``/``namespace`` (the rest is the API server's)."""
     issues: list[Issue] = []
     metadata = document.get("metadata")
-    roots: list[tuple[tuple, Any]] = [(("spec",), document.get("spec"))]
+    roots: list[tuple[Loc, Any]] = [(("spec",), document.get("spec"))]
     if isinstance(metadata, dict):
         roots += [(("metadata", key), metadata[key]) for key in ("name", "namespace") if key in metadata]
     stack = list(reversed(roots))

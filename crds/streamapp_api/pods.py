@@ -7,7 +7,8 @@ the prefixes it owns are refused here (at `kubectl apply`, by CEL) rather than s
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from collections.abc import Iterator
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -20,7 +21,7 @@ RESERVED_LABEL_PREFIXES = ("streamapp.io/", "app.kubernetes.io/", "spark-")
 RESERVED_ANNOTATION_PREFIXES = ("streamapp.io/", "prometheus.io/", "cluster-autoscaler.kubernetes.io/", "karpenter.sh/")
 
 
-def _none_reserved(prefixes: tuple[str, ...], what: str) -> dict:
+def _none_reserved(prefixes: tuple[str, ...], what: str) -> dict[str, Any]:
     rule = "self.all(k, " + " && ".join(f"!k.startsWith('{p}')" for p in prefixes) + ")"
     return {"x-kubernetes-validations": [cel(rule, f"{what} keys under {', '.join(prefixes)} are the operator's")]}
 
@@ -53,7 +54,7 @@ class Toleration(ApiModel):
     toleration_seconds: int | None = Field(
         default=None, ge=0, le=86400 * 365, description="With NoExecute: how long the pod stays after the taint appears.")
 
-    def to_kubernetes(self) -> dict:
+    def to_kubernetes(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
@@ -76,9 +77,9 @@ class PodPlacement(ApiModel):
         description="Extra pod annotations (e.g. a service mesh's injection switch). Keys under streamapp.io/, "
         "prometheus.io/, cluster-autoscaler.kubernetes.io/ and karpenter.sh/ are the operator's.")
 
-    def pod_spec_fields(self) -> dict:
+    def pod_spec_fields(self) -> dict[str, Any]:
         """nodeSelector and tolerations as a pod spec has them (only those given)."""
-        fields: dict = {}
+        fields: dict[str, Any] = {}
         if self.node_selector:
             fields["nodeSelector"] = dict(self.node_selector)
         if self.tolerations:
@@ -86,7 +87,7 @@ class PodPlacement(ApiModel):
         return fields
 
 
-def placement_issues(placement: PodPlacement, path: str):
+def placement_issues(placement: PodPlacement, path: str) -> Iterator[tuple[str, str]]:
     """(path, message) for what the CEL rules above refuse at apply: the twins `streamapp validate`
     and the operator report."""
     for key, prefixes, what in (("labels", RESERVED_LABEL_PREFIXES, "label"),

@@ -15,6 +15,7 @@ Spark's own loader reads the file the same way. Values the previous writer produ
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 SPARK_PROPERTIES_FILE = "spark.properties"
 
@@ -65,7 +66,7 @@ def format_properties(props: dict[str, str]) -> str:
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
-def _logical_lines(text: str):
+def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
     """(number of the first physical line, logical line): a line ending in an odd number of
     backslashes continues on the next one, whose leading whitespace is dropped."""
     lines = _LINE_BREAK.split(text)

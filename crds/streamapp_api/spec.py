@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.config import JsonDict
 
 from .base import MAX_LIST, ApiModel, K8sName, Name, api_config, cel
 from .changes import IGNORE, RESCALE, RESTART, ByField, ByItem, BySteps, ChangeClass
@@ -26,7 +27,7 @@ SHORT_NAMES = ("sapp",)
 # metadata.name names the driver pod and Service, so it must be a DNS-1035 label with room for suffixes.
 APP_NAME_PATTERN = r"^[a-z]([-a-z0-9]{0,48}[a-z0-9])?$"
 APP_NAME_HELP = "a DNS label of at most 50 characters: lowercase letters, digits and '-', starting with a letter"
-_LIST_MAP_BY_NAME = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}
+_LIST_MAP_BY_NAME: JsonDict = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}
 
 
 class Stream(ApiModel):

@@ -10,15 +10,16 @@ judged. Pure functions over the models.
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Any, Iterator
 
 from ..checkpoint import S3, Checkpoint, CheckpointDefault
+from ..contract import DEFAULT_REFUSED_FUNCTIONS
 from ..errors import Issue, shown
 from ..expressions import expression_sites, functions_in
 from ..spec import StreamApp
 from . import kafka, places
 from .images import image_allowed, parse_image
-from .model import DEFAULT_IMAGES, DEFAULT_REFUSED_FUNCTIONS, Policy
+from .model import DEFAULT_IMAGES, Policy
 from .pods import placement_policy_issues
 from .spark import SAFE_SPARK_CONF, spark_conf_issues
 
@@ -76,7 +77,7 @@ def _check_state(app: StreamApp, policy: Policy, default: CheckpointDefault | No
             yield Issue("spec.state.checkpoint.s3.endpoint", refusal)
 
 
-def _is_default(checkpoint: Checkpoint, default: dict) -> bool:
+def _is_default(checkpoint: Checkpoint, default: dict[str, Any]) -> bool:
     s3 = S3.model_validate(default["s3"]) if default.get("s3") else None
     return checkpoint.location == default["location"] and checkpoint.s3 == s3
 
