@@ -104,8 +104,8 @@ def _invalid(obs: Observed, memory: Memory, now: datetime) -> Plan:
              Cond("Progressing", False, "Invalid"), Cond("Degraded", False, "AsExpected")]
     status = fold_status(obs.status, phase="Invalid", message=f"{where}: {first.message if first else message}",
                          conditions=conds, now=now, generation=obs.generation, reason="Invalid",
-                         restarts=obs.status.get("restarts"), lastRestart=obs.status.get("lastRestart"),
-                         desiredExecutors=obs.status.get("desiredExecutors"), driverPod=obs.status.get("driverPod"),
+                         restarts=obs.status.get("restarts"), last_restart=obs.status.get("lastRestart"),
+                         desired_executors=obs.status.get("desiredExecutors"), driver_pod=obs.status.get("driverPod"),
                          scaling=obs.status.get("scaling"))
     return Plan(status=status, events=(Event("Warning", "InvalidSpec", message),), memory=memory)
 
@@ -255,11 +255,11 @@ def _status(obs: Observed, app: StreamApp, change: Change, driver: DriverOutcome
         obs.status, phase=phase, message=message[:1000], now=now, generation=obs.generation,
         conditions=[ready, progress, degraded, spec_valid, scaling_cond], reason=reason,
         executors=(_executors(obs) or 0) if running else 0,
-        desiredExecutors=desired if desired is not None else obs.status.get("desiredExecutors"),
+        desired_executors=desired if desired is not None else obs.status.get("desiredExecutors"),
         selector=names.executor_selector(obs.name),
         partitions=obs.kafka.partitions if obs.kafka.partitions is not None else obs.status.get("partitions"),
         lag=obs.progress.lag if running else None,
-        restarts=driver.restarts, lastRestart=driver.last_restart, driverPod=driver.driver_pod,
+        restarts=driver.restarts, last_restart=driver.last_restart, driver_pod=driver.driver_pod,
         state=state, sinks=sinks if running else None, scaling=scaling,
     )
 

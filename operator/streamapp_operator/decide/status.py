@@ -1,7 +1,9 @@
 """Fold what was decided into the status object: phase, conditions, counters, observedGeneration.
 
-Conditions keep their lastTransitionTime while their status does not change, so a reconcile that
-changes nothing produces an identical status and nothing is written.
+The status is built as the API's status model (``StreamAppStatus``), so a field it does not have or a
+value it refuses fails here rather than at the API server, and the keys the operator owns are the
+model's. Conditions keep their lastTransitionTime while their status does not change, so a reconcile
+that changes nothing produces an identical status and nothing is written.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-CONDITION_TYPES = ("Ready", "Progressing", "Degraded", "SpecValid", "Scaling")
+from streamapp_api.status import StreamAppStatus
 
 
 @dataclass(frozen=True)
@@ -51,22 +53,20 @@ def fold_conditions(old: list[dict] | None, new: list[Cond], now: datetime, gene
 
 def fold_status(old: dict[str, Any], *, phase: str, message: str, conditions: list[Cond], now: datetime,
                 generation: int, **fields: Any) -> dict[str, Any]:
-    """The complete new status. ``fields`` are status keys (camelCase); None removes a key."""
-    status: dict[str, Any] = {
-        "observedGeneration": generation,
+    """The complete new status, as written. ``fields`` are the status model's fields by their Python
+    names (``desired_executors``; objects inside them as written, camelCase); None leaves a field out."""
+    status = StreamAppStatus.model_validate({
+        "observed_generation": generation,
         "phase": phase,
         "message": message,
         "conditions": fold_conditions(old.get("conditions"), conditions, now, generation),
-    }
-    for key, value in fields.items():
-        if value is not None:
-            status[key] = value
-    return status
+        **fields,
+    }, by_name=True)
+    return status.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
-KNOWN = ("observedGeneration", "phase", "reason", "message", "conditions", "executors", "desiredExecutors",
-         "selector", "partitions", "lag", "restarts", "lastRestart", "lastRestartTime", "driverPod", "state", "sinks",
-         "scaling")
+# The keys of status the operator writes: a key it no longer sets is removed.
+OWNED: tuple[str, ...] = tuple(f.alias or name for name, f in StreamAppStatus.model_fields.items())
 
 
 def status_patch(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
@@ -80,7 +80,7 @@ def status_patch(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
         if isinstance(before, dict) and isinstance(value, dict):
             value = {**value, **{k: None for k in before if k not in value}}
         patch[key] = value
-    for key in KNOWN:
+    for key in OWNED:
         if key in old and key not in new:
             patch[key] = None
     return patch
