@@ -15,8 +15,8 @@ import re
 import pytest
 
 from streamapp_testkit.e2e_clicks import (APP, CLASS, LATE, MALFORMED, NS, PG_SECRET, REPO, RUN, TOPIC, VERSION, app_object,
-                        executors_follow, manifest, new_driver, outputs_exact, produce, round_events, running,
-                        wait_for)  # fmt: skip
+                        executors_follow, manifest, new_driver, outputs_exact, produce, round_events, running)  # fmt: skip
+from streamapp_testkit.waiting import wait_for
 from streamapp_testbed import cluster_apps, kafka_admin
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -49,10 +49,10 @@ def test_runs_on_driver_and_executor_pods_and_both_sinks_are_exact(operator, pro
     produce_round(c, 0, extra=(MALFORMED,))
     c.apply(manifest(c.kafka_bootstrap))
 
-    driver = wait_for("running driver pod", lambda: running(c, "driver"), timeout=600)
+    driver = wait_for("running driver pod", lambda: running(c, "driver"), timeout=600, every=2)
     assert driver[0]["spec"]["nodeName"]
     # 2 partitions, 1 core per executor: 2 executors, started by the driver from the runtime image.
-    wait_for("2 executors", lambda: executors_follow(c, 2), timeout=600)
+    wait_for("2 executors", lambda: executors_follow(c, 2), timeout=600, every=2)
     assert {p["spec"]["containers"][0]["image"] for p in running(c, "executor")} == {f"streamapp/runtime:{VERSION}"}
     assert_outputs_exact(c, timeout=900)
     # The malformed record: read back after the batch that counted it, written to the dead-letter
@@ -101,7 +101,7 @@ def test_driver_pod_force_deleted_new_driver_resumes_from_the_checkpoint(operato
     c.kubectl("delete", "pod", "-n", NS, "-l", f"streamapp.io/app={APP},streamapp.io/component=driver",
               "--grace-period=0", "--force")  # fmt: skip
     produce_round(c, 1)  # while no driver runs
-    wait_for("a new running driver", lambda: new_driver(c, old), timeout=600)
+    wait_for("a new running driver", lambda: new_driver(c, old), timeout=600, every=2)
     assert_outputs_exact(c)
     assert app_object(c)["status"]["lastRestart"]["reason"] == "DriverDeleted"
 
@@ -115,7 +115,7 @@ def test_driver_jvm_killed_inside_the_pod_new_driver_resumes_from_the_checkpoint
     c.kubectl("exec", "-n", NS, pod["metadata"]["name"], "-c", "driver", "--",
               "sh", "-c", "kill -9 $(pgrep -x java)")  # fmt: skip
     produce_round(c, 2)
-    wait_for("a new running driver", lambda: new_driver(c, old), timeout=600)
+    wait_for("a new running driver", lambda: new_driver(c, old), timeout=600, every=2)
     status = app_object(c)["status"]
     assert status["restarts"] == restarts + 1
     assert status["lastRestart"]["reason"] == "DriverFailed" and status["lastRestart"].get("exitCode") not in (None, 0)
@@ -128,17 +128,17 @@ def test_suspend_stops_every_pod_and_resume_continues_from_the_checkpoint(operat
     c.kubectl("patch", "streamapp", APP, "-n", NS, "--type=merge", "-p", '{"spec": {"suspend": true}}')
     wait_for("a suspended app without pods",
              lambda: app_object(c)["status"].get("phase") == "Suspended"
-             and not running(c, "driver") and not running(c, "executor"), timeout=300)  # fmt: skip
+             and not running(c, "driver") and not running(c, "executor"), timeout=300, every=2)  # fmt: skip
     produce_round(c, 3)  # while suspended
     c.kubectl("patch", "streamapp", APP, "-n", NS, "--type=merge", "-p", '{"spec": {"suspend": false}}')
-    wait_for("a new running driver", lambda: new_driver(c, old), timeout=600)
+    wait_for("a new running driver", lambda: new_driver(c, old), timeout=600, every=2)
     assert_outputs_exact(c)
 
 
 def test_executors_follow_partitions_added_to_the_source_topic(operator):
     c = operator
     kafka_admin.add_partitions(c.kafka_bootstrap, TOPIC, 3)
-    wait_for("3 executors", lambda: executors_follow(c, 3), timeout=600)
+    wait_for("3 executors", lambda: executors_follow(c, 3), timeout=600, every=2)
     assert app_object(c)["status"]["partitions"] == 3
     produce_round(c, 4)  # now spread over 3 partitions
     assert_outputs_exact(c)
@@ -148,7 +148,7 @@ def test_executors_follow_kubectl_scale(operator):
     c = operator
     c.kubectl("scale", "streamapp", APP, "-n", NS, "--replicas=1")
     assert app_object(c)["spec"]["executors"] == 1
-    wait_for("1 executor", lambda: executors_follow(c, 1), timeout=600)
+    wait_for("1 executor", lambda: executors_follow(c, 1), timeout=600, every=2)
     produce_round(c, 5, extra=(LATE.to_json(),))  # LATE is behind the watermark: dropped, counted
     assert_outputs_exact(c)
 

@@ -12,8 +12,8 @@ import re
 
 import pytest
 
-from streamapp_testkit.e2e_clicks import (APP, CLASS, NS, PG_SECRET, RUN, TRIGGER, Rounds, app_object, new_driver, running,
-                        wait_for)  # fmt: skip
+from streamapp_testkit.e2e_clicks import (APP, CLASS, NS, PG_SECRET, RUN, TRIGGER, Rounds, app_object, new_driver, running)  # fmt: skip
+from streamapp_testkit.waiting import wait_for
 from streamapp_testbed import cluster_apps, kafka_admin
 from streamapp_testbed.s3 import REGION
 
@@ -41,7 +41,7 @@ def test_click_sessions_on_an_object_store_checkpoint_survive_a_driver_loss(oper
     c, store = operator, cluster_object_store
     c.kubectl("patch", "streamapp", APP, "-n", NS, "--type=merge", "-p", '{"spec": {"suspend": true}}', check=False)
     wait_for("the first app without pods", lambda: not running(c, "driver") and not running(c, "executor"),
-             timeout=300)
+             timeout=300, every=2)
     bucket = store.create_bucket(f"checkpoints-{RUN}")
     c.apply({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": S3_SECRET, "namespace": NS},
              "stringData": {"AWS_ACCESS_KEY_ID": store.access_key, "AWS_SECRET_ACCESS_KEY": store.secret_key}},
@@ -51,7 +51,7 @@ def test_click_sessions_on_an_object_store_checkpoint_survive_a_driver_loss(oper
     ROUNDS.produce(c, 0)
     try:
         c.apply(s3_app(c, store, bucket))
-        driver = wait_for("running driver pod", lambda: running(c, "driver", S3_APP), timeout=600)[0]
+        driver = wait_for("running driver pod", lambda: running(c, "driver", S3_APP), timeout=600, every=2)[0]
         claims = json.loads(c.kubectl("get", "pvc", "-n", NS, "-l", f"streamapp.io/app={S3_APP}", "-o", "json").stdout)
         assert claims["items"] == [], "no claim for an object-store checkpoint"
         ROUNDS.exact(c)
@@ -62,7 +62,7 @@ def test_click_sessions_on_an_object_store_checkpoint_survive_a_driver_loss(oper
 
         c.kubectl("delete", "pod", "-n", NS, driver["metadata"]["name"], "--grace-period=0", "--force")
         ROUNDS.produce(c, 1)  # while no driver runs
-        second = wait_for("a new running driver", lambda: new_driver(c, driver["metadata"]["uid"], S3_APP), timeout=600)
+        second = wait_for("a new running driver", lambda: new_driver(c, driver["metadata"]["uid"], S3_APP), timeout=600, every=2)
         ROUNDS.exact(c)
         assert app_object(c, S3_APP)["status"]["lastRestart"]["reason"] == "DriverDeleted"
         assert owner(store, bucket) == second["metadata"]["uid"]

@@ -12,7 +12,8 @@ import json
 
 import pytest
 
-from streamapp_testkit.e2e_clicks import APP, CLASS, NS, RUN, VERSION, wait_for
+from streamapp_testkit.e2e_clicks import APP, CLASS, NS, RUN, VERSION
+from streamapp_testkit.waiting import NotYet, wait_for
 from streamapp_testbed import cluster_apps, kafka_admin
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -53,14 +54,14 @@ def _driver(c, name: str) -> dict:
 def _gone(c, name: str) -> None:
     c.kubectl("delete", "sapp", name, "-n", NS, "--wait=true", "--timeout=120s", check=False)
     wait_for(f"{name}'s driver gone", lambda: c.kubectl("get", "pod", f"{name}-driver", "-n", NS,
-                                                         check=False).returncode != 0, timeout=180)
+                                                         check=False).returncode != 0, timeout=180, every=2)
 
 
 def _started(c, name: str, timeout: float = 300) -> None:
     """Wait for the driver container to have started (the JVM's time to come up is not the operator's)."""
     wait_for(f"{name}'s driver started", lambda: any(
         s.get("state", {}).get("running") or s.get("state", {}).get("terminated")
-        for s in _driver(c, name).get("status", {}).get("containerStatuses", [])), timeout=timeout)
+        for s in _driver(c, name).get("status", {}).get("containerStatuses", [])), timeout=timeout, every=2)
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +71,7 @@ def topic(operator) -> str:
     c = operator
     c.kubectl("patch", "sapp", APP, "-n", NS, "--type=merge", "-p", '{"spec":{"suspend":true}}', check=False)
     wait_for("the click-sessions pods gone (their cores free)", lambda: not json.loads(c.kubectl(
-        "get", "pods", "-n", NS, "-l", f"streamapp.io/app={APP}", "-o", "json").stdout)["items"], timeout=300)
+        "get", "pods", "-n", NS, "-l", f"streamapp.io/app={APP}", "-o", "json").stdout)["items"], timeout=300, every=2)
     name = f"failures-{RUN}"
     kafka_admin.create_topic(c.kafka_bootstrap, name, partitions=1)
     kafka_admin.produce(c.kafka_bootstrap, name, [(None, "abc")])
@@ -83,14 +84,14 @@ def _why(c, name: str, reasons: tuple[str, ...]):
     if status.get("reason") in reasons:
         return status
     pod = json.loads(c.kubectl("get", "pod", f"{name}-driver", "-n", NS, "-o", "json", check=False).stdout or "{}")
-    return f"{status.get('reason')}: {status.get('message')}; pod: {pod.get('status', {}).get('containerStatuses')}"
+    return NotYet(f"{status.get('reason')}: {status.get('message')}; pod: {pod.get('status', {}).get('containerStatuses')}")
 
 
 def test_an_image_that_cannot_be_pulled(operator, topic):
     c = operator
     _app(c, "no-image", topic, image=f"docker.io/streamapp/runtime:{VERSION}-does-not-exist", imagePullPolicy="Never")
     ready = wait_for("ImagePullFailed", lambda: (r := _ready(c, "no-image")).get("reason") == "ImagePullFailed" and r,
-                     timeout=WITHIN + 30)  # the pod's scheduling and the kubelet's first try included
+                     timeout=WITHIN + 30, every=2)  # the pod's scheduling and the kubelet's first try included
     assert f"image docker.io/streamapp/runtime:{VERSION}-does-not-exist cannot be pulled (ErrImageNeverPull" in ready["message"]
     assert "ImagePullFailed" in c.kubectl("get", "sapp", "no-image", "-n", NS).stdout
     _gone(c, "no-image")
@@ -100,7 +101,7 @@ def test_a_pipeline_spark_refuses_leaves_its_error_in_status_an_event_and_the_ke
     c = operator
     _app(c, "bad-cast", topic)
     _started(c, "bad-cast")
-    status = wait_for("PipelineError", lambda: _why(c, "bad-cast", ("PipelineError",)), timeout=240)
+    status = wait_for("PipelineError", lambda: _why(c, "bad-cast", ("PipelineError",)), timeout=240, every=2)
     assert "CAST_INVALID_INPUT" in status["message"] and "'abc'" in status["message"], status["message"]
     assert status["lastRestart"]["message"].startswith("PipelineError: query ")
     assert "CAST_INVALID_INPUT" in status["lastRestart"]["message"] and status["lastRestart"]["exitCode"] == 1
@@ -125,6 +126,6 @@ def test_a_driver_killed_out_of_memory(operator, topic):
     _app(c, "too-small", topic, driver={"cores": 1, "memory": "512m", "memoryOverhead": "1m"}, streams=streams,
          sinks=[{"from": s["name"], "kafka": {"topic": f"{topic}-{s['name']}"}} for s in streams])
     _started(c, "too-small")
-    status = wait_for("OOMKilled", lambda: _why(c, "too-small", ("OOMKilled", "CrashLoop")), timeout=240)
+    status = wait_for("OOMKilled", lambda: _why(c, "too-small", ("OOMKilled", "CrashLoop")), timeout=240, every=2)
     assert "out of memory" in status["message"] and "raise spec.driver.memory (now 512m)" in status["message"], status
     _gone(c, "too-small")

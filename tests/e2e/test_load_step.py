@@ -12,7 +12,8 @@ import json
 
 import pytest
 
-from streamapp_testkit.e2e_clicks import CLASS, NS, PG_SECRET, RUN, app_object, running, suspend_click_sessions, wait_for
+from streamapp_testkit.e2e_clicks import CLASS, NS, PG_SECRET, RUN, app_object, running, suspend_click_sessions
+from streamapp_testkit.waiting import NotYet, wait_for
 from streamapp_testbed import kafka_admin
 from streamapp_testbed import cluster_apps
 from streamapp_testbed.load_app import PacedProducer, compare, manifest, table_counts
@@ -40,7 +41,7 @@ def rescaled_in_place(c, count: int):
     if last.get("to") == count and last.get("method") == "InPlace" and last.get("appliedTime") \
             and len(executors) == count:
         return status
-    return f"{len(executors)} executor pods, scaling={status.get('scaling')}"
+    return NotYet(f"{len(executors)} executor pods, scaling={status.get('scaling')}")
 
 
 def batches_flow(c):
@@ -48,12 +49,12 @@ def batches_flow(c):
     if status.get("phase") == "Running" and len(running(c, "executor", APP)) == 1 \
             and (status.get("scaling") or {}).get("target") == 1:
         return status
-    return f"phase {status.get('phase')}, scaling={status.get('scaling')}"
+    return NotYet(f"phase {status.get('phase')}, scaling={status.get('scaling')}")
 
 
 def drained(c, acked: dict[str, int]):
     rows = compare(acked, table_counts(c.postgres_dsn, TABLE))
-    return rows if rows["in_table"] >= rows["produced"] else f"{rows}"
+    return rows if rows["in_table"] >= rows["produced"] else NotYet(f"{rows}")
 
 
 def test_a_load_step_scales_the_running_driver_in_place(operator):

@@ -11,7 +11,8 @@ import json
 import pytest
 import yaml
 
-from streamapp_testkit.e2e_clicks import CLASS, NS, REPO, RUN, app_object, running, suspend_click_sessions, wait_for
+from streamapp_testkit.e2e_clicks import CLASS, NS, REPO, RUN, app_object, running, suspend_click_sessions
+from streamapp_testkit.waiting import NotYet, wait_for
 from streamapp_testbed import cluster_apps, kafka_admin
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -57,7 +58,7 @@ def test_a_realtime_app_gets_a_slot_per_partition_and_query_and_passes_records_o
             scaling = status.get("scaling") or {}
             if status.get("phase") == "Running" and scaling.get("target") == 2 and len(running(c, "executor", APP)) == 2:
                 return status
-            return f"phase {status.get('phase')}, scaling={scaling}, {len(running(c, 'executor', APP))} executors"
+            return NotYet(f"phase {status.get('phase')}, scaling={scaling}, {len(running(c, 'executor', APP))} executors")
 
         status = wait_for("two executors for four task slots", sized, timeout=600, every=2)
         assert "4 task slots of real-time queries" in status["scaling"]["reason"], status["scaling"]

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from streamapp_testkit.e2e_clicks import CLASS, NS, PG_SECRET, RUN, TRIGGER, Rounds, app_object, running, suspend_click_sessions, wait_for
+from streamapp_testkit.e2e_clicks import CLASS, NS, PG_SECRET, RUN, TRIGGER, Rounds, app_object, running, suspend_click_sessions
+from streamapp_testkit.waiting import NotYet, wait_for
 from streamapp_testbed import cluster_apps, kafka_admin
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
@@ -29,7 +30,7 @@ def follows(c, count: int):
     if len(executors) == count and status.get("executors") == count and last.get("to") == count \
             and last.get("method") == "InPlace" and last.get("appliedTime"):
         return status
-    return f"{len(executors)} executor pods, status.executors={status.get('executors')}, lastRescale={last}"
+    return NotYet(f"{len(executors)} executor pods, status.executors={status.get('executors')}, lastRescale={last}")
 
 
 def the_driver(c) -> dict:
@@ -60,7 +61,7 @@ def test_kubectl_scale_changes_the_executors_of_the_running_driver_in_place(oper
     try:
         c.apply(app)
         wait_for("2 executors", lambda: len(running(c, "executor", APP)) == 2
-                 and app_object(c, APP).get("status", {}).get("phase") == "Running", timeout=600)
+                 and app_object(c, APP).get("status", {}).get("phase") == "Running", timeout=600, every=2)
         ROUNDS.exact(c)
         driver = the_driver(c)
         uid = driver["metadata"]["uid"]

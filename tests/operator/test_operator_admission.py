@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from streamapp_testkit.operator_bed import EXAMPLES, Cluster, OperatorProcess, unique, wait_for
+from streamapp_testkit.operator_bed import EXAMPLES, Cluster, OperatorProcess, unique
+from streamapp_testkit.waiting import wait_for
 
 from streamapp_testbed.manifests import MANIFESTS, header, manifests
 from streamapp_testbed.process import free_port

@@ -14,7 +14,8 @@ from streamapp_runtime.run import http_server
 from streamapp_runtime.run.metrics import Metrics
 from streamapp_testbed.kafka_admin import create_topic
 
-from streamapp_testkit.operator_bed import simple_app, unique, wait_for
+from streamapp_testkit.operator_bed import simple_app, unique
+from streamapp_testkit.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,8 @@ import pytest
 from streamapp_testbed.kafka_admin import create_topic
 from streamapp_testbed.process import free_port
 
-from streamapp_testkit.operator_bed import simple_app, unique, wait_for
+from streamapp_testkit.operator_bed import simple_app, unique
+from streamapp_testkit.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from streamapp_testkit.runtime import consume, produce
+from streamapp_testkit.runtime import consume, produce, wait_while_running
 from streamapp_testbed.kafka import KafkaBroker
 from streamapp_testbed.kafka_admin import create_topic
 
@@ -72,14 +72,6 @@ def latest_totals(bootstrap: str, topic: str) -> dict[str, tuple[int, int]]:
     return latest
 
 
-def wait_for(what: str, predicate, proc: subprocess.Popen, log: Path, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert proc.poll() is None, f"streamapp run exited ({proc.returncode}) while waiting for {what}:\n{log.read_text()[-4000:]}"
-        assert time.monotonic() < deadline, f"no {what} after {timeout:.0f}s:\n{log.read_text()[-4000:]}"
-        time.sleep(1)
-
-
 def metric(port: int, name: str, query: str) -> float:
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
     values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
@@ -101,15 +93,17 @@ def test_broker_down_mid_run_is_waited_out_and_nothing_is_lost(own_kafka, names,
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(REPO / p) for p in ("crds", "apps", "testbed"))}
     proc = subprocess.Popen(command, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        wait_for("totals of the first records", lambda: latest_totals(own_kafka.bootstrap, out) == expected_totals(first),
-                 proc, log, timeout=300)
+        wait_while_running(lambda: latest_totals(own_kafka.bootstrap, out) == expected_totals(first), proc, log,
+                           timeout=300, what="totals of the first records")
         own_kafka.stop()
         # The first restart finds the broker still down: the second wait is longer.
-        wait_for("a second attempt", lambda: "attempt 2, next try in 10s" in log.read_text(), proc, log, timeout=400)
+        wait_while_running(lambda: "attempt 2, next try in 10s" in log.read_text(), proc, log, timeout=400,
+                           what="a second attempt")
         own_kafka.start()
         produce(own_kafka.bootstrap, topic, second)
         want = expected_totals(first + second)
-        wait_for("totals of all records", lambda: latest_totals(own_kafka.bootstrap, out) == want, proc, log, timeout=400)
+        wait_while_running(lambda: latest_totals(own_kafka.bootstrap, out) == want, proc, log, timeout=400,
+                           what="totals of all records")
 
         text = log.read_text()
         waiting = [line for line in text.splitlines() if "lost Kafka" in line]
@@ -126,8 +120,8 @@ def test_broker_down_mid_run_is_waited_out_and_nothing_is_lost(own_kafka, names,
         # while it waits ends the run at once, with exit code 0.
         seen = text.count("attempt 1, next try in 5s")
         own_kafka.stop()
-        wait_for("the second outage", lambda: log.read_text().count("attempt 1, next try in 5s") > seen, proc, log,
-                 timeout=400)
+        wait_while_running(lambda: log.read_text().count("attempt 1, next try in 5s") > seen, proc, log, timeout=400,
+                           what="the second outage")
         began = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(120) == 0, log.read_text()[-4000:]
@@ -156,7 +150,7 @@ def test_a_stop_while_waiting_for_kafka_or_a_topic_exits_0_with_one_line_per_wai
         proc = subprocess.Popen(command, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT, cwd=workdir)
         runs[signum] = (proc, log)
     for signum, (proc, log) in runs.items():
-        wait_for("the wait for Kafka", lambda: "waiting for" in log.read_text(), proc, log, timeout=120)
+        wait_while_running(lambda: "waiting for" in log.read_text(), proc, log, timeout=120, what="the wait for Kafka")
         time.sleep(3)  # a few seconds of waiting: librdkafka retries connections every ~100 ms meanwhile
         proc.send_signal(signum)
     for signum, (proc, log) in runs.items():

@@ -11,7 +11,7 @@ from pathlib import Path
 from streamapp_testbed import clickstream, cluster_apps
 from streamapp_testbed.cluster_apps import round_events
 from streamapp_api.version import __version__
-from streamapp_testbed.cluster_client import wait_for
+from streamapp_testkit.waiting import NotYet, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 NS = "streamapp-e2e"
@@ -23,7 +23,7 @@ TOPIC, OUT, TABLE = f"clickstream-{RUN}", f"session-summaries-{RUN}", f"session_
 PG_SECRET = "pg"
 TRIGGER = "5s"
 
-__all__ = ["round_events", "wait_for"]
+__all__ = ["round_events"]
 
 
 # --- the cluster side ----------------------------------------------------------------------------
@@ -32,7 +32,7 @@ def suspend_click_sessions(cluster) -> None:
     cluster.kubectl("patch", "streamapp", APP, "-n", NS, "--type=merge", "-p", '{"spec": {"suspend": true}}',
                     check=False)
     wait_for("no other app's pods", lambda: not running(cluster, "driver") and not running(cluster, "executor"),
-             timeout=300)
+             timeout=300, every=2)
 
 
 def running(cluster, component: str, app: str = APP) -> list[dict]:
@@ -50,12 +50,13 @@ def new_driver(cluster, old_uid: str, app: str = APP):
 
 
 def executors_follow(cluster, count: int):
-    """True once exactly `count` executor pods run and the app reports `count` executors."""
+    """True once exactly `count` executor pods run and the app reports `count` executors; else what is seen."""
     executors = running(cluster, "executor")
     status = app_object(cluster).get("status", {})
     if len(executors) == count and status.get("executors") == count and status.get("phase") == "Running":
         return True
-    return f"{len(executors)} executor pods running, status.executors={status.get('executors')}, phase={status.get('phase')}"
+    return NotYet(f"{len(executors)} executor pods running, status.executors={status.get('executors')}, "
+                  f"phase={status.get('phase')}")
 
 
 def manifest(kafka_bootstrap: str) -> dict:
@@ -74,8 +75,10 @@ def produce(bootstrap: str, events: list[clickstream.Click], extra: tuple[str, .
     cluster_apps.produce(bootstrap, topic, events, extra)
 
 
-def outputs_exact(cluster, events: list[clickstream.Click], topic: str = OUT, table: str = TABLE):
-    return cluster_apps.outputs_exact(cluster.kafka_bootstrap, cluster.postgres_dsn, topic, table, events)
+def outputs_exact(cluster, events: list[clickstream.Click], topic: str = OUT, table: str = TABLE) -> bool | NotYet:
+    """True once the output topic and the table hold exactly the expected windows; else the difference."""
+    exact = cluster_apps.outputs_exact(cluster.kafka_bootstrap, cluster.postgres_dsn, topic, table, events)
+    return True if exact is True else NotYet(exact)
 
 
 class Rounds:

@@ -1,5 +1,6 @@
 """Helpers for the operator's integration tests: the operator as a separate process, per-test
-namespaces, pre-bound volumes (the test bed has no storage provisioner) and polling waits."""
+namespaces, pre-bound volumes (the test bed has no storage provisioner); `wait_for` (from `waiting`)
+for their polling waits."""
 
 from __future__ import annotations
 
@@ -8,9 +9,7 @@ import json
 import os
 import signal
 import sys
-import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -18,25 +17,11 @@ import yaml
 from streamapp_api import contract
 from streamapp_testbed.paths import REPO_DIR
 from streamapp_testbed.process import ManagedProcess, free_port
+from streamapp_testkit.waiting import wait_for
 
 CRD = REPO_DIR / "crds" / "streamapp.io_streamapps.yaml"
 EXAMPLES = REPO_DIR / "examples"
 PYTHONPATH = os.pathsep.join(str(REPO_DIR / p) for p in ("crds", "operator", "apps", "testbed"))
-
-
-def wait_for(what: str, check: Callable[[], object], timeout: float = 60, every: float = 0.3):
-    """Poll until ``check()`` returns something truthy; return it, or fail saying what never happened."""
-    deadline = time.monotonic() + timeout
-    last: object = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-        except Exception as exc:  # noqa: BLE001 - not there yet
-            last = exc
-        if last and not isinstance(last, Exception):
-            return last
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last saw: {last!r}")
 
 
 # Every app of the operator tests gets its NetworkPolicy, as under the chart (through the real API

@@ -112,12 +112,14 @@ def s3_checkpoint(store, doc: dict) -> tuple[str, dict[str, str]]:
     return f"{bucket}/{doc['metadata']['name']}/gen-0", store.client_env()
 
 
-def wait_while_running(predicate, proc: subprocess.Popen, log, timeout: float = 400) -> None:
-    """Wait for ``predicate`` while ``proc`` runs; fail with the end of its log if it exits or times out."""
+def wait_while_running(predicate, proc: subprocess.Popen, log, timeout: float = 400, what: str = "the condition") -> None:
+    """Wait for ``predicate`` (truthy: done) while ``proc`` runs; fail with the end of its log if it
+    exits or times out (`wait_for` of `waiting` for waits on no process of the test's own)."""
     deadline = time.monotonic() + timeout
     while not predicate():
-        assert proc.poll() is None, f"streamapp run exited early ({proc.returncode}):\n{Path(log).read_text()[-3000:]}"
-        assert time.monotonic() < deadline, f"timed out:\n{Path(log).read_text()[-3000:]}"
+        assert proc.poll() is None, \
+            f"streamapp run exited ({proc.returncode}) while waiting for {what}:\n{Path(log).read_text()[-4000:]}"
+        assert time.monotonic() < deadline, f"no {what} after {timeout:.0f}s:\n{Path(log).read_text()[-4000:]}"
         time.sleep(0.5)
 
 
