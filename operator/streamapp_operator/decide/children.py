@@ -11,26 +11,28 @@ from __future__ import annotations
 
 from typing import Any
 
+KubeObject = dict[str, Any]  # a Kubernetes object as JSON: rendered, or as the API server returned it
 MUTABLE = {"Role": ("rules",), "RoleBinding": ("subjects",), "Service": ("spec.ports",), "NetworkPolicy": ("spec",),
            "PodDisruptionBudget": ("spec",)}
 NEVER_PATCHED = ("ConfigMap", "Secret")  # here: the plan writes the ConfigMap; the Secret is create-only
 
 
-def key(obj: dict) -> str:
+def key(obj: KubeObject) -> str:
     return f"{obj['kind']}/{obj['metadata']['name']}"
 
 
-def _get(obj: dict, path: str) -> Any:
+def _get(obj: KubeObject, path: str) -> Any:
+    found: Any = obj
     for part in path.split("."):
-        obj = (obj or {}).get(part)
-    return obj
+        found = (found or {}).get(part)
+    return found
 
 
-def _owner_uids(obj: dict) -> list[str]:
+def _owner_uids(obj: KubeObject) -> list[str]:
     return sorted(ref.get("uid", "") for ref in obj.get("metadata", {}).get("ownerReferences") or [])
 
 
-def converge(rendered: dict, observed: dict) -> dict | None:
+def converge(rendered: KubeObject, observed: KubeObject) -> KubeObject | None:
     """A merge patch (with apiVersion, kind and name) bringing ``observed`` to ``rendered``, or None."""
     patch: dict[str, Any] = {}
     meta_r, meta_o = rendered["metadata"], observed.get("metadata", {})
@@ -56,7 +58,7 @@ def converge(rendered: dict, observed: dict) -> dict | None:
     return {"apiVersion": rendered["apiVersion"], "kind": rendered["kind"], **patch}
 
 
-def plan_children(rendered: list[dict], observed: dict[str, dict | None]) -> tuple[list[dict], list[dict]]:
+def plan_children(rendered: list[KubeObject], observed: dict[str, KubeObject | None]) -> tuple[list[KubeObject], list[KubeObject]]:
     """(objects to create, patches to apply), the NEVER_PATCHED kinds excluded from patches."""
     create, patches = [], []
     for obj in rendered:

@@ -76,7 +76,7 @@ def backoff(restarts: int, policy: RestartPolicy) -> timedelta:
     if restarts <= 0:
         return timedelta(0)
     base, cap = parse_duration(policy.backoff), parse_duration(policy.max_backoff)
-    return min(base * (2 ** min(restarts - 1, 30)), cap)
+    return min(base * (1 << min(restarts - 1, 30)), cap)  # 2^(restarts-1), as an int
 
 
 def restart_decision(pod: PodObservation, history: RestartHistory, policy: RestartPolicy,
