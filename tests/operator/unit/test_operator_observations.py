@@ -143,7 +143,6 @@ def test_condition_keeps_its_transition_time_while_unchanged():
      {"lastRestart": {"time": "t2", "reason": "DriverDeleted"}},
      {"lastRestart": {"time": "t2", "reason": "DriverDeleted", "exitCode": None}}),
     ({"lastRestart": {"time": "t1", "reason": "Rescale"}}, {"lastRestart": {"time": "t1", "reason": "Rescale"}}, {}),
-    ({"lastRestartTime": "t0"}, {}, {"lastRestartTime": None}),  # the field lastRestart replaced
 ])
 def test_status_patch_writes_only_differences(old, new, patch):
     assert status_patch(old, new) == patch
