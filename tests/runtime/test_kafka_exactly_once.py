@@ -22,7 +22,8 @@ import pytest
 import yaml
 from confluent_kafka import KafkaException, Producer
 
-from streamapp_testkit.runtime import REPO, closed_click_windows, s3_checkpoint, start_run, wait_while_running, watermark_flush
+from streamapp_testkit.manifests import click_sessions_manifest
+from streamapp_testkit.runtime import closed_click_windows, s3_checkpoint, start_run, wait_while_running, watermark_flush
 from streamapp_runtime.sinks.kafka_transactions import PartitionWriter, Target, Written, write_partition
 from streamapp_testbed import clickstream
 from streamapp_testbed.kafka_admin import create_topic, read_topic
@@ -85,18 +86,15 @@ def manifest(topic: str, windows: str, clicks: str, dead: str, table: str) -> di
     dead-letter topic exactly-once, the filter also upserted into Postgres (whose batch ledger has the
     same need: a replay must give each partition the same rows); small batches, so that the kills land
     in the middle of the data."""
-    doc = yaml.safe_load((REPO / "examples" / "click-sessions.yaml").read_text())
-    doc["metadata"]["name"] = "eos-" + os.urandom(3).hex()
+    doc = click_sessions_manifest(topic, windows, table, name="eos-" + os.urandom(3).hex(), max_offsets_per_trigger=60,
+                                  delivery="exactly-once")
     spec = doc["spec"]
-    spec["sources"][0].update(topic=topic, maxOffsetsPerTrigger=60)
     spec["streams"].append({"name": "clicks-only", "from": "clicks", "steps": [{"filter": "event = 'click'"}]})
-    spec["sinks"] = [
-        {"from": "sessions", "kafka": {"topic": windows, "key": "session_id", "delivery": "exactly-once"}},
+    spec["sinks"][1:] = [  # the table takes the filter's rows instead of the windows
         {"from": "clicks-only", "kafka": {"topic": clicks, "key": "uuid", "delivery": "exactly-once"}},
         {"from": "clicks-only", "postgres": {"secretRef": {"name": "pg"}, "table": table, "primaryKey": ["uuid", "ts"]}},
     ]
     spec["deadLetter"] = {"topic": dead, "delivery": "exactly-once"}
-    spec.pop("trigger")
     return doc
 
 

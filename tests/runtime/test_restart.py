@@ -10,30 +10,18 @@ from __future__ import annotations
 import json
 import os
 import signal
-from pathlib import Path
 
 import psycopg
 import pytest
 import yaml
 
+from streamapp_testkit.manifests import click_sessions_manifest
 from streamapp_testkit.runtime import closed_click_windows as expected
 from streamapp_testkit.runtime import consume, s3_checkpoint, start_run, wait_while_running, watermark_flush
 from streamapp_testbed import clickstream
 from streamapp_testbed.kafka_admin import create_topic, produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-REPO = Path(__file__).resolve().parents[2]
-
-
-def manifest(topic: str, out: str, table: str) -> dict:
-    doc = yaml.safe_load((REPO / "examples" / "click-sessions.yaml").read_text())
-    doc["metadata"]["name"] = table.replace("_", "-")
-    source = doc["spec"]["sources"][0]
-    source.update(topic=topic, maxOffsetsPerTrigger=250)
-    doc["spec"]["sinks"][0]["kafka"]["topic"] = out
-    doc["spec"]["sinks"][1]["postgres"]["table"] = table
-    doc["spec"].pop("trigger")
-    return doc
 
 
 def committed_batches(dsn: str, query: str) -> int:
@@ -51,7 +39,7 @@ def test_kill_9_then_sigterm_then_finish_gives_the_uninterrupted_result(kafka, p
     events = clickstream.generate(seed=3, users=12, minutes=5)
     produce(kafka.bootstrap, topic, [(e.session_id, e.to_json()) for e in events])
     path = tmp_path / "app.yaml"
-    doc = manifest(topic, out, table)
+    doc = click_sessions_manifest(topic, out, table, max_offsets_per_trigger=250)
     checkpoint, env = tmp_path / "checkpoint", {}
     if store == "s3":  # the app's own object-store location; the key pair as a driver pod gets it from its Secret
         checkpoint, env = s3_checkpoint(request.getfixturevalue("object_store"), doc)
@@ -106,7 +94,7 @@ def test_a_second_driver_on_one_s3_checkpoint_fences_the_first_out(kafka, postgr
     create_topic(kafka.bootstrap, topic, partitions=2)
     events = clickstream.generate(seed=5, users=8, minutes=5)
     produce(kafka.bootstrap, topic, [(e.session_id, e.to_json()) for e in events])
-    doc = manifest(topic, out, table)
+    doc = click_sessions_manifest(topic, out, table, max_offsets_per_trigger=250)
     checkpoint, env = s3_checkpoint(object_store, doc)
     path = tmp_path / "app.yaml"
     path.write_text(yaml.safe_dump(doc))

@@ -20,6 +20,7 @@ import pyspark
 import pytest
 import yaml
 
+from streamapp_testkit.manifests import click_sessions_manifest
 from streamapp_testkit.runtime import closed_click_windows as expected
 from streamapp_testkit.runtime import consume, start_run, watermark_flush
 from streamapp_testbed import clickstream
@@ -27,17 +28,6 @@ from streamapp_testbed.kafka_admin import create_topic, produce
 from streamapp_testbed.paths import SPARK_JARS_ENV, installed, versions
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-REPO = Path(__file__).resolve().parents[2]
-
-
-def manifest(topic: str, out: str, table: str) -> dict:
-    doc = yaml.safe_load((REPO / "examples" / "click-sessions.yaml").read_text())
-    doc["metadata"]["name"] = table.replace("_", "-")
-    doc["spec"]["sources"][0].update(topic=topic, maxOffsetsPerTrigger=60)
-    doc["spec"]["sinks"][0]["kafka"].update(topic=out, delivery="exactly-once")
-    doc["spec"]["sinks"][1]["postgres"]["table"] = table
-    doc["spec"].pop("trigger")
-    return doc
 
 
 def previous_spark() -> tuple[str, dict[str, str]]:
@@ -77,7 +67,7 @@ def test_a_checkpoint_of_the_previous_spark_is_restored_with_its_state(kafka, po
     before, after = events[:len(events) // 2], events[len(events) // 2:]
     produce(kafka.bootstrap, topic, [(e.session_id, e.to_json()) for e in before])
     path, checkpoint = tmp_path / "app.yaml", tmp_path / "checkpoint"
-    path.write_text(yaml.safe_dump(manifest(topic, out, table)))
+    path.write_text(yaml.safe_dump(click_sessions_manifest(topic, out, table, max_offsets_per_trigger=60, delivery="exactly-once")))
     query, progress = f"sessions-{table}", tmp_path / "progress.jsonl"
     batches = f"SELECT count(DISTINCT batch_id) FROM streamapp_batches WHERE query = '{query}'"
 
