@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import re
 
-METADATA = "metadata"
 SOURCES = "sources"
 OFFSETS = "offsets"
 COMMITS = "commits"
