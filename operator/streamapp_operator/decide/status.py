@@ -36,7 +36,8 @@ def parse_time(text: str | None) -> datetime | None:
         return None
 
 
-def fold_conditions(old: list[dict] | None, new: list[Cond], now: datetime, generation: int) -> list[dict]:
+def fold_conditions(old: list[dict[str, Any]] | None, new: list[Cond], now: datetime,
+                    generation: int) -> list[dict[str, Any]]:
     previous = {c.get("type"): c for c in old or []}
     out = []
     for cond in new:

@@ -105,7 +105,7 @@ class Observed:
     status: dict[str, Any]
     app: StreamApp | None  # None: the spec is invalid (see issues)
     issues: tuple[Issue, ...] = ()
-    children: dict[str, dict | None] = field(default_factory=dict)  # "Kind/name" -> object or None
+    children: dict[str, dict[str, Any] | None] = field(default_factory=dict)  # "Kind/name" -> object or None
     applied: Applied | None = None
     driver: Driver = field(default_factory=lambda: Driver(PodObservation("absent")))
     kafka: Kafka = field(default_factory=Kafka)
@@ -151,11 +151,11 @@ DriverAction = Literal["create", "delete", "delete_now"]
 @dataclass(frozen=True)
 class Plan:
     status: dict[str, Any]
-    create: tuple[dict, ...] = ()  # children missing, in order
-    patch: tuple[dict, ...] = ()  # children to converge (merge patches carrying kind and name)
+    create: tuple[dict[str, Any], ...] = ()  # children missing, in order
+    patch: tuple[dict[str, Any], ...] = ()  # children to converge (merge patches carrying kind and name)
     driver: DriverAction | None = None
-    driver_pod: dict | None = None  # the pod to create
-    driver_patch: dict | None = None  # a merge patch of the running driver pod (rescale in place)
+    driver_pod: dict[str, Any] | None = None  # the pod to create
+    driver_patch: dict[str, Any] | None = None  # a merge patch of the running driver pod (rescale in place)
     status_first: bool = False  # deletions: record intent in status before acting
     events: tuple[Event, ...] = ()
     requeue: timedelta | None = None

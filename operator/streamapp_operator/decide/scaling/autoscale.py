@@ -124,12 +124,12 @@ def decide(signals: Signals, bounds: Bounds, policy: Policy, current: int, last_
         """No batch for longer than a batch may take. An overloaded query runs long batches (each takes
         the backlog the last one left): one that took 50 s is followed by a longer one, not by a
         stuck driver, and that is what scaling up is for."""
-        return bool(q.last_batch) and now - q.last_batch > max(idle_after, timedelta(seconds=3 * q.batch_seconds))
+        return q.last_batch is not None and now - q.last_batch > max(idle_after, timedelta(seconds=3 * q.batch_seconds))
 
-    stuck = [q for q in signals.queries if q.lag and silent(q)]
+    stuck = [(q, now - q.last_batch) for q in signals.queries if q.lag and q.last_batch is not None and silent(q)]
     if stuck:
-        q = stuck[0]
-        return Decision(held, f"{q.name}: no batch for {_seconds(now - q.last_batch)} with a lag of {_amount(q.lag)} "
+        q, quiet = stuck[0]
+        return Decision(held, f"{q.name}: no batch for {_seconds(quiet)} with a lag of {_amount(q.lag)} "
                               f"records (not a matter of executors): {keeping}", history=history)
     # a query with nothing to read may report no new batch: its last rates are history, not load
     queries = tuple(replace(q, input_rate=0.0, processed_rate=0.0) if silent(q) else q for q in signals.queries)

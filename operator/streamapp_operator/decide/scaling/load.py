@@ -9,7 +9,8 @@ applies it later reads the same ``target``.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import Any
 
 from streamapp_api import StreamApp
 from streamapp_api.durations import parse_duration, trigger_interval
@@ -18,17 +19,18 @@ from streamapp_api.steps import SHUFFLING_STEPS
 from ..status import Cond, parse_time, rfc3339
 from ..world import Event, Memory, Observed, Progress
 from .autoscale import Bounds, Decision, Policy, QueryLoad, Signals, decide, lag_trend, record_lags
+from .memory import LoadHistory
 from .partitions import desired_executors
 
 
 @dataclass(frozen=True)
 class LoadSizing:
     executors: int | None  # the count to start a driver with (None: not known yet)
-    scaling: dict  # status.scaling
+    scaling: dict[str, Any]  # status.scaling
     events: tuple[Event, ...]
     progress: Cond | None  # Progressing while a change waits out its window
     memory: Memory
-    wait: object = None  # timedelta | None: when to look again
+    wait: timedelta | None = None  # when to look again
 
 
 def load_sizing(obs: Observed, app: StreamApp, memory: Memory, shuffle_partitions: int | None,
@@ -53,7 +55,7 @@ def load_sizing(obs: Observed, app: StreamApp, memory: Memory, shuffle_partition
                       decision.wait)
 
 
-def _signals(progress: Progress, history) -> Signals:
+def _signals(progress: Progress, history: LoadHistory) -> Signals:
     rates = {name: dict(getattr(progress, name)) for name in ("input_rate", "processed_rate", "batch_seconds", "batches")}
     lags, last = dict(progress.sink_lag), dict(progress.sink_last_batch)
     queries = tuple(
@@ -73,12 +75,14 @@ def _bounds(app: StreamApp, obs: Observed, shuffle_partitions: int | None) -> Bo
 
 def _policy(app: StreamApp) -> Policy:
     scaling = app.spec.scaling.with_load_defaults()
+    assert scaling.target_utilization is not None and scaling.catch_up is not None  # set by with_load_defaults
+    assert scaling.scale_up_window is not None and scaling.scale_down_window is not None
     return Policy(scaling.target_utilization, parse_duration(scaling.catch_up), parse_duration(scaling.scale_up_window),
                   parse_duration(scaling.scale_down_window),
                   trigger_interval(app.spec.trigger))
 
 
-def _status(before: dict, target: int, reason: str, limited_by: str | None, now: datetime) -> dict:
+def _status(before: dict[str, Any], target: int, reason: str, limited_by: str | None, now: datetime) -> dict[str, Any]:
     changed = before.get("mode") != "load" or before.get("target") != target
     status = {"mode": "load", "target": target, "reason": reason[:1024],
               "lastDecisionTime": rfc3339(now) if changed else before.get("lastDecisionTime")}
@@ -87,7 +91,7 @@ def _status(before: dict, target: int, reason: str, limited_by: str | None, now:
     return {k: v for k, v in status.items() if v is not None}
 
 
-def _events(before: dict, decision: Decision, current: int) -> tuple[Event, ...]:
+def _events(before: dict[str, Any], decision: Decision, current: int) -> tuple[Event, ...]:
     """One event per decision: when the count changes, or a bound starts to hold a scale-up back."""
     if decision.target != current or (before.get("mode") == "load" and before.get("target") != decision.target):
         return (Event("Normal", "Autoscale", decision.reason),)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Any, Literal
 
 from ..status import rfc3339
 from ..world import Event
@@ -33,7 +33,7 @@ class RescaleInputs:
     reported: int | None  # the count the driver reports applied (None: not reported)
     answers: bool  # the driver's metrics were read
     ready: bool  # the driver pod is Ready (its queries run)
-    last: dict | None  # status.scaling.lastRescale as it is
+    last: dict[str, Any] | None  # status.scaling.lastRescale as it is
     timeout: timedelta
     now: datetime
 
@@ -43,7 +43,7 @@ class Rescale:
     action: Action
     message: str = ""
     to: int | None = None  # ask: the count to write on the pod
-    record: dict | None = None  # the new status.scaling.lastRescale (None: as it is)
+    record: dict[str, Any] | None = None  # the new status.scaling.lastRescale (None: as it is)
     events: tuple[Event, ...] = ()
     requeue: timedelta | None = None  # ask, wait: when to look again
 
@@ -52,51 +52,53 @@ NOTHING = Rescale("none")
 
 
 def decide(i: RescaleInputs) -> Rescale:
-    if i.wanted is None or i.asked is None:
+    wanted, asked = i.wanted, i.asked
+    if wanted is None or asked is None:
         return NOTHING
-    if i.wanted != i.asked:
-        return _change(i)
+    if wanted != asked:
+        return _change(i, wanted, asked)
     if i.asked_at is None:
         return NOTHING  # the count the driver started with: nothing in flight
-    if i.reported == i.asked:
-        return _applied(i)
-    return _waiting(i)
+    if i.reported == asked:
+        return _applied(i, asked, i.asked_at)
+    return _waiting(i, asked, i.asked_at)
 
 
-def _change(i: RescaleInputs) -> Rescale:
-    before = i.reported if i.reported is not None else i.asked
+def _change(i: RescaleInputs, wanted: int, asked: int) -> Rescale:
+    before = i.reported if i.reported is not None else asked
     if not i.in_place:
-        why = f"rescale from {before} to {i.wanted} executors"
-        return Rescale("restart", why, record=_record(before, i.wanted, "Restart", i.now, f"{why} (scaling.rescale restart)"))
+        why = f"rescale from {before} to {wanted} executors"
+        return Rescale("restart", why, record=_record(before, wanted, "Restart", i.now, f"{why} (scaling.rescale restart)"))
     if i.answers and i.reported is None:
-        return _fallback(i, before, _too_old(i.wanted))
-    why = f"{before} → {i.wanted} executors in place: asked the running driver"
-    return Rescale("ask", why, to=i.wanted, record=_record(before, i.wanted, "InPlace", i.now, why),
+        return _fallback(i, wanted, before, _too_old(wanted))
+    why = f"{before} → {wanted} executors in place: asked the running driver"
+    return Rescale("ask", why, to=wanted, record=_record(before, wanted, "InPlace", i.now, why),
                    events=(Event("Normal", "Rescaling", why),), requeue=i.timeout)
 
 
-def _applied(i: RescaleInputs) -> Rescale:
+def _applied(i: RescaleInputs, asked: int, asked_at: datetime) -> Rescale:
     last = i.last or {}
-    if last.get("method") != "InPlace" or last.get("to") != i.asked or last.get("appliedTime"):
+    if last.get("method") != "InPlace" or last.get("to") != asked or last.get("appliedTime"):
         return NOTHING  # recorded already (or by an operator that lost the record: nothing to add)
-    took = int((i.now - i.asked_at).total_seconds())
-    why = f"{last.get('from')} → {i.asked} executors in place (the driver applied it within {took}s)"
+    took = int((i.now - asked_at).total_seconds())
+    why = f"{last.get('from')} → {asked} executors in place (the driver applied it within {took}s)"
     return Rescale("applied", why, record={**last, "appliedTime": rfc3339(i.now), "message": why},
                    events=(Event("Normal", "Rescaled", why),))
 
 
-def _waiting(i: RescaleInputs) -> Rescale:
-    waited = i.now - i.asked_at
+def _waiting(i: RescaleInputs, asked: int, asked_at: datetime) -> Rescale:
+    """The driver was asked for ``asked`` executors (the count wanted) in place and has not reported it."""
+    waited = i.now - asked_at
     if i.answers and i.reported is None:  # asked before its first answer: it turns out too old
-        return _fallback(i, i.asked if i.last is None else i.last.get("from", i.asked), _too_old(i.asked))
+        return _fallback(i, asked, asked if i.last is None else i.last.get("from", asked), _too_old(asked))
     has = "does not answer" if not i.answers else \
         ("reports no executor count" if i.reported is None else f"reports {i.reported}")
     if i.ready and waited >= i.timeout:
-        before = i.reported if i.reported is not None else (i.last or {}).get("from", i.asked)
-        why = (f"rescale to {i.asked} executors by a restart: the driver has not applied it in place within "
+        before = i.reported if i.reported is not None else (i.last or {}).get("from", asked)
+        why = (f"rescale to {asked} executors by a restart: the driver has not applied it in place within "
                f"{_seconds(i.timeout)} (it {has})")
-        return _fallback(i, before, why)
-    why = (f"waiting for the driver to apply {i.asked} executors in place (asked {_seconds(waited)} ago; it {has}); "
+        return _fallback(i, asked, before, why)
+    why = (f"waiting for the driver to apply {asked} executors in place (asked {_seconds(waited)} ago; it {has}); "
            f"restarted with them if it has not within {_seconds(i.timeout)}")
     return Rescale("wait", why, requeue=max(i.timeout - waited, MIN_LOOK))
 
@@ -106,12 +108,12 @@ def _too_old(count: int) -> str:
             "older than rescale in place)")
 
 
-def _fallback(i: RescaleInputs, before: int, why: str) -> Rescale:
-    return Rescale("fallback", why, record=_record(before, i.wanted, "Fallback", i.now, why),
+def _fallback(i: RescaleInputs, wanted: int, before: int, why: str) -> Rescale:
+    return Rescale("fallback", why, record=_record(before, wanted, "Fallback", i.now, why),
                    events=(Event("Warning", "RescaleFallback", why),))
 
 
-def _record(before: int, to: int, method: str, now: datetime, message: str) -> dict:
+def _record(before: int, to: int, method: str, now: datetime, message: str) -> dict[str, Any]:
     return {"from": before, "to": to, "method": method, "time": rfc3339(now), "message": message[:1024]}
 
 
