@@ -187,8 +187,8 @@ def file_system_checkpoint_manager(spark) -> str:
 
     Spark's default for a local path writes through Hadoop's FileContext, whose rename reads both
     paths as links and whose create sets the file's mode: without Hadoop's native library (no Maven
-    artefact carries it) each of those forks ``readlink`` or ``chmod`` from the JVM, ~5 processes and
-    ~45 ms per checkpoint file, several files on every batch's path (docs/runtime.md, "Speed")."""
+    artefact carries it) each of those forks ``readlink`` or ``chmod`` from the JVM, several processes
+    per checkpoint file and several files on every batch's path (the cost: docs/runtime.md, "Speed")."""
     jvm = spark.sparkContext._jvm
     for name in _FILE_SYSTEM_MANAGERS:
         try:

@@ -124,8 +124,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=100)
     p.add_argument("--fail", type=int, default=100)
     p.add_argument("--settle", type=float, default=30, help="seconds of steady state measured at the first and last batch")
-    # Off unless asked for: py-spy on the last batch doubled that batch (19.4 s against 9.5 s) and
-    # tripled the failure p99 at 1,000 apps (9.17 s against 2.74 s), the bench's own bars.
+    # Off unless asked for: py-spy on the last batch slows that batch and the failure p99, the bench's
+    # own bars (bench/README.md, "Control plane").
     p.add_argument("--profile-seconds", type=float, default=0,
                    help="control plane: py-spy over the operator from its last batch, for this many seconds "
                         "(a diagnosis: it slows what it watches)")

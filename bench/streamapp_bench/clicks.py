@@ -122,7 +122,7 @@ def warm_then_measured(rate: float, seconds: float, warm_seconds: float,
     `seconds` of measured ones, then `cool_seconds` of unmeasured ones again ("warmup-after-"), at
     `rate` without a break: right after a start, an engine's latency falls for many seconds while the
     JIT and the consumers' fetch sizes settle, and the micro-batch that follows the end of the input
-    takes ~1 s longer than the others; a latency run measures the steady state between."""
+    takes longer than the others; a latency run measures the steady state between."""
     return itertools.chain(paced(rate, warm_seconds, seed=5, prefix=UNMEASURED),
                            paced(rate, seconds, seed=3),
                            paced(rate, cool_seconds, seed=9, prefix=f"{UNMEASURED}after-"))

@@ -16,13 +16,13 @@ from . import clicks, dataplane_figures, engines, measure, rounds, topics
 
 log = logging.getLogger("bench.data")
 WARMUP_EVENTS = 300
-# Seconds at a latency run's fixed rate before the measured ones. At 67,000 events/s the runtime's first
-# batches took 2.6, 2.1, 1.4 s, ~0.8 s from ~8 s on and ~0.4 s only after ~25 s (the JIT); a user's
-# app has run for hours, so the bench measures a warm engine.
+# Seconds at a latency run's fixed rate before the measured ones. The runtime's first batches take
+# several times as long as later ones until the JIT has compiled the hot paths; a user's app has run
+# for hours, so the bench measures a warm engine.
 WARM_SECONDS = 20
 # Seconds at the rate after the measured ones, not measured. A Spark engine's micro-batch right after the
-# input stops took ~1.5 s instead of ~0.5-0.8 s and held the last measured events, up to 2-3 % of a run: a
-# step at the top of its latency CDF. Its tasks waited for their consumers' last prefetch, which the broker
+# input stops takes longer than the others and held the last measured events: a step at the top of its
+# latency CDF. Its tasks waited for their consumers' last prefetch, which the broker
 # holds for fetch.max.wait.ms once no records come. The runtime now waits at most 50 ms
 # (streamapp_runtime.plan.reader_options), but the hand-written jobs keep Kafka's 500 ms. The bench
 # measures the steady state, not the end of a burst.
@@ -153,8 +153,8 @@ def latency(run: engines.Run, engine: str, rate: float, seconds: float, timeout:
                        count(clicks.warm_then_measured(rate, seconds, warm_seconds, COOL_SECONDS)))
         lap("produce")
         produce_seconds = phases["produce"] - warm_seconds - COOL_SECONDS
-        # only the measured seconds are read back (2 million records took 13 s with the warm-up, 27 s
-        # with librdkafka's default fetch sizes)
+        # only the measured seconds are read back (with the warm-up and librdkafka's default fetch
+        # sizes, reading back took longer than the run)
         live = [(at, e) for at, e in topics.read_input(run.bootstrap, run.source, from_ms=measured_from_ms)
                 if clicks.measured(e)]
         lap("read_input")

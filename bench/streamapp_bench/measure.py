@@ -106,8 +106,8 @@ def too_long(first_ms: int, last_ms: int, progress: int, expected: int, min_seco
     """Whether an engine's first run, `progress` of `expected` events in from `first_ms` to `last_ms` of
     output, is slow enough to stop and size down: after `min_seconds` of output (half of that gave (b0)
     only three batches, the first one slowed by start-up, and half its rate), the whole backlog would
-    take more than three times `min_seconds` (b0 took ~170 s on the 3,000,000 events the others take
-    ~30 s on)."""
+    take more than three times `min_seconds` (b0, Spark's defaults, is several times slower than the
+    others)."""
     span = (last_ms - first_ms) / 1000
     return progress > 0 and span >= min_seconds and span * expected / progress > 3 * min_seconds
 

@@ -33,7 +33,7 @@ log = logging.getLogger("bench.realtime")
 EXAMPLE = REPO_DIR / "examples" / "click-feed.yaml"
 MODES = ("micro-batch", "realtime")
 WARMUP = 2_000
-WARM_SECONDS = 10  # at the fixed rate before the measured seconds: a probe saw latency fall for ~7 s
+WARM_SECONDS = 10  # at the fixed rate before the measured seconds: latency falls for a few seconds after a start
 BAR_P99_MS = 100  # issue 17: p99 at 10,000 events/s in real-time mode
 
 

@@ -23,8 +23,8 @@ MAX_NODES = 20_000  # values in the spec, aliases expanded
 MAX_ENTRIES = 500  # items of one list or one mapping
 MAX_KEY = 320  # characters of a mapping key (an annotation key is at most 317)
 MAX_STRING = 8 * 1024  # characters of a string that is not SQL
-# Characters of SQL in the whole spec (each text: at most base.MAX_EXPR). Checking costs about a
-# second per 16 KiB of distinct expressions: this keeps every check well within the webhook's timeout.
+# Characters of SQL in the whole spec (each text: at most base.MAX_EXPR). Checking costs time in
+# proportion to the distinct expressions: this keeps every check well within the webhook's timeout.
 MAX_SQL_TOTAL = 32 * 1024
 MAX_BRACKET_DEPTH = 32  # parentheses and brackets inside one another in one SQL text
 

@@ -13,8 +13,8 @@ from streamapp_api.version import add_version_argument
 
 def few_malloc_arenas(arenas: int = 2) -> None:
     """Like MALLOC_ARENA_MAX=2 (unless that is set): glibc gives each of the operator's ~100 threads
-    (mostly waiting on the API server) an arena that keeps freed memory; at 300 apps ~50 MiB of RSS
-    sat in them. Must run before the threads start."""
+    (mostly waiting on the API server) an arena that keeps freed memory, RSS that grows with the apps
+    (bench/README.md, "Control plane"). Must run before the threads start."""
     if "MALLOC_ARENA_MAX" in os.environ:
         return
     try:

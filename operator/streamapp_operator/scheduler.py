@@ -49,8 +49,9 @@ from .reconcile import Caches, reconcile
 
 log = logging.getLogger(__name__)
 RESYNC_SECONDS = 30.0  # the default of --resync (__main__)
-# Reconciles at once. They mostly wait on the API server: a thousand apps resyncing every 30 s at
-# ~0.3 s of API time each keep ~10 busy on a loaded server, and new apps and failures come on top.
+# Reconciles at once. They mostly wait on the API server: a thousand apps resyncing every 30 s keep
+# several busy on a loaded server (bench/README.md, "Control plane"), and new apps and failures come
+# on top.
 WORKERS = int(os.environ.get("STREAMAPP_OPERATOR_WORKERS", "48"))
 ERROR_RETRY = 10.0
 CHILDREN_EVERY = 9.5  # resyncs: children left as they were are read afresh this often
@@ -163,7 +164,7 @@ class Reconciler:
         # One timer per app, the earliest look asked for. It is the cheap periodic look only when every
         # request it stands for was periodic: a look asked for by the plan (a backoff, a debounce) must
         # be a full reconcile, else it ends at the partition counts and the decision waits for the next
-        # full reconcile (seen: a replacement driver 55 s late instead of after its 1 s backoff).
+        # full reconcile (a replacement driver would wait a resync, not its backoff).
         if app.timer is not None:
             periodic = periodic and app.periodic
             if app.timer.when() <= loop.time() + delay:

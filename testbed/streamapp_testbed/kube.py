@@ -137,12 +137,12 @@ class ControlPlane:
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 # Without real nodes, kwok gives pods loopback addresses (networks.py), which
                 # Endpoints and EndpointSlices refuse: their controllers retried every Service's
-                # update without end (25 failed PUTs a second at 1,000 apps in the control-plane
+                # update without end (failed PUTs every second at a thousand apps in the control-plane
                 # bench), spent kube-controller-manager's request budget and held up the binding of
                 # volumes. Nothing on the kwok bed reads Endpoints; the cluster with nodes keeps them.
                 "--controllers=*,-nodeipam" + ("" if self.nodes else ",-endpoint,-endpointslice,-endpointslicemirroring"),
                 # kwok's fake nodes never fail; a heartbeat lapse here only means the machine was
-                # starved (seen at load 20+): it marked drivers NotReady mid-test and, 300 s later,
+                # starved (under heavy load): it marked drivers NotReady mid-test and, minutes later,
                 # evicted pods in the control-plane bench. Lost nodes are tested by deleting them.
                 "--node-monitor-grace-period=5m",
                 # log lapses and the pods they mark NotReady (kwok's pod-ready-again stage turns

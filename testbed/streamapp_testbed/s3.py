@@ -2,7 +2,7 @@
 one process) on a fresh data directory, 127.0.0.1 only unless told otherwise.
 
 Why SeaweedFS (the other candidate reachable here was S3Proxy from Maven Central): one static binary
-that is up in ~3 s and holds ~120 MB, with no JVM of its own next to Kafka's and Spark's; its filer
+that starts in seconds and holds little memory, with no JVM of its own next to Kafka's and Spark's; its filer
 keeps a real directory tree, so listings are consistent at once (what Spark's checkpoint logs need)
 and multipart uploads (RocksDB's state uploads through S3A's transfer manager) work.
 """

@@ -21,7 +21,7 @@ def _header(name: str, value) -> F.Column:
 
 # The dead-letter query (real-time mode, and a source no sink reads: see plan.py) reads and parses
 # every record again. Run at the pipeline's pace it doubled the per-batch overhead on a small driver
-# (bench: the runtime at 0.62x the hand-written job with it, 1.50x without it), so it runs at most
+# (the data-plane bench's runtime without dead letters: bench/README.md), so it runs at most
 # every plan.DLQ_MIN_INTERVAL_S, in batches DLQ_BATCH_FACTOR times the source's maxOffsetsPerTrigger.
 DLQ_BATCH_FACTOR = 10
 

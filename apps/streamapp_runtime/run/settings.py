@@ -144,9 +144,9 @@ def choose_state_function(recorded: dict, conf_value: str | None, store: str) ->
 
     The state is readable only by the API that wrote it, so once recorded the choice never changes.
     A checkpoint recorded without one was written before the runtime chose: applyInPandasWithState,
-    the only API there was. A new one takes transformWithState (row-based, 1.30x the rows per second
-    of the accumulate step, docs/runtime.md), unless spark.streamapp.stateFunction says otherwise; transformWithState needs
-    the RocksDB state store."""
+    the only API there was. A new one takes transformWithState (row-based, so faster for the
+    accumulate step: docs/runtime.md, "Per-key state"), unless spark.streamapp.stateFunction says
+    otherwise; transformWithState needs the RocksDB state store."""
     row_based, pandas = contract.STATE_FUNCTIONS
     if recorded.get("stateFunction") is not None:
         return recorded["stateFunction"], "recorded in the checkpoint at its first run"

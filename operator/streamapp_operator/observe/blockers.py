@@ -38,8 +38,8 @@ class ClaimEvents:
     """The events of a namespace's claims, listed once per namespace at most every ``max_age`` seconds
     and shared by every reconcile thread. An app whose claim waits for a volume is looked at every
     10 s; a list of Events per app each time made the apiserver's work grow with the square of such
-    apps (the control-plane bench: 20.8 s from apply to driver pod at 1,000 apps, where claims bind
-    slowly). A list with a field selector reads every Event of the namespace either way."""
+    apps (bench/README.md, "Control plane", where claims bind slowly). A list with a field selector
+    reads every Event of the namespace either way."""
 
     def __init__(self, max_age: float = CLAIM_EVENTS_MAX_AGE):
         self.max_age = max_age

@@ -24,8 +24,8 @@ from .. import names
 from ..decide.world import Progress
 
 # A whole read of a driver's /metrics. Reads run in the background (CONCURRENCY at once), so a slow
-# driver costs a slot, not a reconcile; 1 s was too short for a driver sharing two loaded cores (the
-# operator tests' fake driver was read as "no data" for 90 s in one CI run).
+# driver costs a slot, not a reconcile; the timeout leaves room for a driver on loaded cores, which a
+# second does not (it was read as having no data).
 TIMEOUT = 3.0
 CONCURRENCY = 32
 MAX_BYTES = 4 << 20

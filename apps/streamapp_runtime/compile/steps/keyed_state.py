@@ -3,8 +3,8 @@
 A checkpoint's state can be read only by the API that wrote it: ``applyInPandasWithState`` hands each
 key's rows of a batch to Python as a pandas frame, ``transformWithState`` (Spark 4.1+) as rows, and
 their operators keep state in different layouts. New checkpoints take ``transformWithState``, which
-ran accumulate 1.30x the rows per second (docs/runtime.md, "Per-key state"); checkpoints written before keep
-``applyInPandasWithState`` (run/settings.choose_state_function decides, the checkpoint records it).
+runs accumulate faster: no pandas frame per key (the figure: docs/runtime.md, "Per-key state");
+checkpoints written before keep ``applyInPandasWithState`` (run/settings.choose_state_function decides, the checkpoint records it).
 
 Either way the step's logic is one pure fold: (the key's saved value or None, the key's rows of the
 batch in processing order) -> (the value to save, or None to forget the key; the rows to emit).
