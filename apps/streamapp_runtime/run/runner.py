@@ -194,19 +194,19 @@ def group_committer(app: StreamApp, options: dict[str, str], metrics: Metrics) -
                           admin_commit(admin_client(options)), metrics.group_commit_failed)
 
 
-def _wait_for_listener(running: Running, timeout: float = 5.0) -> None:
+def _wait_for_listener(queries: list[StreamingQuery], listener: ProgressListener, timeout: float = 5.0) -> None:
     """Until the listener has seen each query's last batch (Spark hands it progress asynchronously),
     so that the offsets of the last batches reach the consumer groups too."""
     deadline = time.monotonic() + timeout
     last = {}
-    for query in running.queries:
+    for query in queries:
         try:
             progress = query.lastProgress
         except Exception:  # noqa: BLE001 - a query whose JVM side is gone has nothing more to report
             continue
         if progress is not None:
             last[query.name] = (json.loads(progress.json) if hasattr(progress, "json") else progress).get("batchId", -1)
-    while time.monotonic() < deadline and any(running.listener.last_batch.get(q, -1) < b for q, b in last.items()):
+    while time.monotonic() < deadline and any(listener.last_batch.get(q, -1) < b for q, b in last.items()):
         time.sleep(0.05)
 
 
@@ -220,7 +220,7 @@ def stop_now(spark, running: Running) -> None:
         except Exception as exc:  # already failed
             log.debug("stopping %s: %s", query.name, exc)
     if running.listener is not None:
-        _wait_for_listener(running)
+        _wait_for_listener(running.queries, running.listener)
         spark.streams.removeListener(running.listener)
         running.listener = None
     if running.dead_letter_writer is not None:
@@ -299,6 +299,8 @@ def supervise(spark, running: Running, poll: float = 0.2, policy: recovery.Retry
             del waiting[i]
             qp = running.plans[i]
             try:
+                if running.restart is None:
+                    raise RuntimeError(f"query {qp.name}: this run cannot restart its queries")
                 running.queries[i] = running.restart(qp)
             except Exception as exc:  # noqa: BLE001 - a restart that fails is decided like a failed query
                 attempts[i] += 1
