@@ -10,14 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import BaseModel
+from pydantic.fields import FieldInfo
 
 from streamapp_api import StreamAppSpec
 from streamapp_api.sinks import query_name_of
 from streamapp_api.changes import KINDS, ByField, ByItem, BySteps, ChangeClass, Kind, alias, declaration, model_in
 
 _RANK = {kind: rank for rank, kind in enumerate(KINDS)}
+SpecPart = dict[str, Any]  # a part of the spec as its dict holds it (camelCase keys)
 
 
 @dataclass(frozen=True)
@@ -57,7 +60,7 @@ def _comparison_order(name: str) -> tuple[bool, str]:
     return name != "from", name
 
 
-def _fields(model: type[BaseModel], old: dict, new: dict, path: str, default_why: DefaultWhy,
+def _fields(model: type[BaseModel], old: SpecPart, new: SpecPart, path: str, default_why: DefaultWhy,
             skip: frozenset[str] = frozenset()) -> Iterator[Change]:
     """The changes of the model's fields (as the spec's dicts hold them), each by its declaration."""
     fields = {alias(name, field): field for name, field in model.model_fields.items()}
@@ -76,16 +79,23 @@ def _fields(model: type[BaseModel], old: dict, new: dict, path: str, default_why
             a, b = a or {}, b or {}
             switched = declared.switch is not None and a.get(declared.switch) != b.get(declared.switch)
             left_behind = frozenset(k for k in (*a, *b) if k != declared.switch) if switched else frozenset()
-            yield from _fields(model_in(field), a, b, where, nested_why, left_behind)
+            yield from _fields(_model_in(field, where), a, b, where, nested_why, left_behind)
         elif isinstance(declared, ByItem):
-            yield from _items(declared, model_in(field), a or [], b or [], where)
+            yield from _items(declared, _model_in(field, where), a or [], b or [], where)
         elif isinstance(declared, BySteps):
-            yield from _steps(declared, model_in(field), a or [], b or [], where)
+            yield from _steps(declared, _model_in(field, where), a or [], b or [], where)
         else:  # tests/unit/test_api_changes.py keeps this from happening
             raise TypeError(f"{where} declares no change class (see streamapp_api.changes)")
 
 
-def _items(items: ByItem, model: type[BaseModel], old: list[dict], new: list[dict], path: str) -> Iterator[Change]:
+def _model_in(field: FieldInfo, where: str) -> type[BaseModel]:
+    model = model_in(field)
+    if model is None:  # streamapp_api.changes.undeclared() reports a nested declaration on a plain value
+        raise TypeError(f"{where} declares a nested change class but holds no model")
+    return model
+
+
+def _items(items: ByItem, model: type[BaseModel], old: list[SpecPart], new: list[SpecPart], path: str) -> Iterator[Change]:
     """Pair old and new items, then compare each pair field by field; a pair is named by its new index."""
     before, after = _paired(items.match, old), _paired(items.match, new)
     rest = frozenset(alias(n, f) for n, f in model.model_fields.items() if declaration(f) is None) \
@@ -102,21 +112,21 @@ def _items(items: ByItem, model: type[BaseModel], old: list[dict], new: list[dic
             yield Change(items.rest.kind, where, items.rest.why, items.rest.reset_proof)
 
 
-def _paired(match: str, items: list[dict]) -> dict[str, tuple[int, dict]]:
+def _paired(match: str, items: list[SpecPart]) -> dict[str, tuple[int, SpecPart]]:
     return {_pairing_key(match, item): (i, item) for i, item in enumerate(items)}
 
 
-def _pairing_key(match: str, item: dict) -> str:
+def _pairing_key(match: str, item: SpecPart) -> str:
     if match == "name" or item.get("name"):
-        return item.get("name")
+        return str(item.get("name"))
     return query_name_of(item)  # a sink without a name: its query is named after its input and its target
 
 
-def _steps(steps: BySteps, model: type[BaseModel], old: list[dict], new: list[dict], path: str) -> Iterator[Change]:
+def _steps(steps: BySteps, model: type[BaseModel], old: list[SpecPart], new: list[SpecPart], path: str) -> Iterator[Change]:
     """Changed steps: those more disruptive than ``steps.otherwise`` compared as a sequence of their own."""
     classes = {alias(n, f): declaration(f) for n, f in model.model_fields.items()}
 
-    def more_disruptive(items: list[dict]) -> list[dict]:
+    def more_disruptive(items: list[SpecPart]) -> list[SpecPart]:
         return [s for s in items if _RANK[_class_of(classes, s).kind] > _RANK[steps.otherwise.kind]]
 
     a, b = more_disruptive(old), more_disruptive(new)
@@ -127,6 +137,6 @@ def _steps(steps: BySteps, model: type[BaseModel], old: list[dict], new: list[di
         yield Change(steps.otherwise.kind, path, steps.otherwise.why, steps.otherwise.reset_proof)
 
 
-def _class_of(classes: dict, step: dict) -> ChangeClass:
-    declared = classes.get(next(iter(step), None))  # a step is a mapping with one key: its kind
+def _class_of(classes: dict[str, Any], step: SpecPart) -> ChangeClass:
+    declared = classes.get(next(iter(step), ""))  # a step is a mapping with one key: its kind
     return declared if isinstance(declared, ChangeClass) else ChangeClass("ignore")  # not a step kind: weighs nothing

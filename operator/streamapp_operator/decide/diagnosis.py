@@ -97,7 +97,7 @@ def claim_may_block(said: str | None) -> bool:
     so that the claim and its events are worth reading. A driver that does not fit ("Insufficient
     cpu") leaves a WaitForFirstConsumer claim Pending too; its events would only mislead, and reading
     them on every reconcile of every such app costs an Event list each (O(apps²) on a full cluster)."""
-    return bool(said) and _VOLUME_WORDS.search(said) is not None
+    return said is not None and _VOLUME_WORDS.search(said) is not None
 
 
 def _claim_stuck(claim: Claim) -> bool:
