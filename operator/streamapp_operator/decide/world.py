@@ -12,7 +12,7 @@ from streamapp_api.checkpoint import CheckpointDefault
 from ..render import NetworkPolicies
 
 from .restarts import PodObservation
-from .scaling.memory import LoadHistory, PendingScale
+from .scaling_memory import LoadHistory, PendingScale
 
 
 @dataclass(frozen=True)

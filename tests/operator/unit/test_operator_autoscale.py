@@ -10,7 +10,7 @@ import pytest
 from streamapp_operator.decide.scaling.autoscale import (
     WARM_UP_BATCHES, Bounds, Policy, QueryLoad, Signals, decide, lag_trend, record_lags,
 )
-from streamapp_operator.decide.scaling.memory import LoadHistory, Recommendation
+from streamapp_operator.decide.scaling_memory import LoadHistory, Recommendation
 
 pytestmark = pytest.mark.unit
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)

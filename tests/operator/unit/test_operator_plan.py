@@ -12,7 +12,7 @@ from streamapp_api.contract import parse_properties
 from streamapp_operator import names
 from streamapp_operator.decide.plan import plan
 from streamapp_operator.decide.restarts import PodObservation
-from streamapp_operator.decide.scaling.memory import PendingScale
+from streamapp_operator.decide.scaling_memory import PendingScale
 from streamapp_operator.decide.world import Applied, Driver, Kafka, Memory, Observed, Progress, Settings
 from streamapp_operator.render import Launch, render_children
 

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from streamapp_operator.decide.scaling.memory import PendingScale
+from streamapp_operator.decide.scaling_memory import PendingScale
 from streamapp_operator.decide.scaling.partitions import debounce, desired_executors, tasks_to_cover
 from streamapp_operator.decide.world import Kafka
 

@@ -5,7 +5,7 @@
 - ``load``: scaling.mode load in one reconcile (status.scaling and its event).
 - ``pending``: executors waiting for a node (the Scaling condition).
 - ``rescale``: in place, by a restart, or by a restart after an in-place rescale was not applied.
-- ``memory``: what the above remember between reconciles (a leaf module: ``world`` imports it).
 
-Nothing is imported here, so that importing ``memory`` imports nothing else.
+What they remember between reconciles is in ``decide/scaling_memory.py``, beside this package: ``world``
+imports it, and this package imports ``world``.
 """

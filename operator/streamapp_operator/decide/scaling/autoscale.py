@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from .memory import LagReading, LoadHistory, Recommendation
+from ..scaling_memory import LagReading, LoadHistory, Recommendation
 
 # Metrics read longer ago than this are not decided from (the operator reads them every resync / 2).
 METRICS_MAX_AGE = timedelta(seconds=90)

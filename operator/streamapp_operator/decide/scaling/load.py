@@ -16,10 +16,10 @@ from streamapp_api import StreamApp
 from streamapp_api.durations import parse_duration, trigger_interval
 from streamapp_api.steps import SHUFFLING_STEPS
 
+from ..scaling_memory import LoadHistory
 from ..status import Cond, parse_time, rfc3339
 from ..world import Event, Memory, Observed, Progress
 from .autoscale import Bounds, Decision, Policy, QueryLoad, Signals, decide, lag_trend, record_lags
-from .memory import LoadHistory
 from .partitions import desired_executors
 
 

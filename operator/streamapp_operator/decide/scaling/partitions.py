@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from streamapp_api import StreamApp, StreamAppSpec, realtime
 
 from ..world import Kafka
-from .memory import PendingScale
+from ..scaling_memory import PendingScale
 
 
 def desired_executors(partitions: int | None, spec: StreamAppSpec) -> int | None:

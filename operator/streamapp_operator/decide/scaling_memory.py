@@ -1,6 +1,6 @@
-"""What scaling remembers between reconciles of one app (``world.Memory`` holds it; lost when the
-operator restarts: a debounce or a stabilisation window is then waited again). A leaf: it imports
-nothing of the operator, so that ``world`` and the scaling decisions can both import it."""
+"""What the scaling decisions (``scaling/``) remember between reconciles of one app: ``world.Memory``
+holds it; it is lost when the operator restarts (a debounce or a stabilisation window is then waited
+again). A leaf outside the package: ``world`` imports it and ``scaling/`` imports ``world``."""
 
 from __future__ import annotations
 
