@@ -1,5 +1,6 @@
-"""When the scheduler looks at an app again: the timers of scheduler.Reconciler, on a real event loop;
-its one retry of a failed reconcile; the reconciler's life from kopf's startup to its cleanup."""
+"""scheduler.Reconciler on a real event loop, with the reconcile faked: when it looks at an app again
+(the timers), when the periodic look is cheap, how triggers coalesce, how long the children are taken
+as last seen, its one retry of a failed reconcile, and its life from kopf's startup to its cleanup."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from streamapp_operator.decide.world import Kafka, Settings
 from streamapp_operator.kubeapi import ApiError
 from streamapp_operator.reconcile import Caches
-from streamapp_operator.scheduler import ERROR_RETRY, Reconciler, _App
+from streamapp_operator.scheduler import CHILDREN_EVERY, ERROR_RETRY, FULL_EVERY, Reconciler, _App
 
 pytestmark = pytest.mark.unit
 KEY = ("ns", "app")
@@ -114,3 +115,91 @@ def test_the_reconciler_is_built_at_startup_from_the_memo_and_closed_at_cleanup(
 
     built, settings, resync = asyncio.run(scenario())
     assert isinstance(built, Reconciler) and built.settings is settings and resync == 7
+
+
+class _Probe:
+    """Partition counts as the cache would give them now."""
+
+    def __init__(self, kafka: Kafka):
+        self.kafka = kafka
+
+    def observe(self, **kwargs) -> Kafka:
+        return self.kafka
+
+
+SAME, MORE = Kafka(partitions=4), Kafka(partitions=8)
+
+
+@pytest.mark.parametrize(("app", "children_age", "cheap"), [
+    (dict(probe=_Probe(SAME), kafka=SAME, known={}), 0, True),  # nothing new: the look ends at the counts
+    (dict(probe=_Probe(MORE), kafka=SAME, known={}), 0, False),  # partitions added: reconcile
+    (dict(probe=None, kafka=SAME, known={}), 0, False),  # no way to read the counts again
+    (dict(probe=_Probe(SAME), kafka=Kafka(error="down"), known={}), 0, False),  # Kafka failed last time
+    (dict(probe=_Probe(SAME), kafka=SAME, known=None), 0, False),  # children to be read afresh
+    (dict(probe=_Probe(SAME), kafka=SAME, known={}), 30 * FULL_EVERY, False),  # a full reconcile is due
+    (dict(probe=_Probe(SAME), kafka=SAME, known={}, waiting=True), 0, False),  # a reconcile is on its way
+])
+def test_the_periodic_look_is_cheap_only_when_nothing_can_be_new(app, children_age, cheap):
+    async def scenario() -> bool:
+        reconciler = Reconciler(Settings(default_image="runtime"), resync=30)
+        reconciler.kube, reconciler.caches, reconciler.pool = object(), Caches(), ThreadPoolExecutor(1)
+        state = _App(known_at=asyncio.get_running_loop().time() - children_age, **app)
+        try:
+            return await reconciler._nothing_new(state)
+        finally:
+            await reconciler.close()
+
+    assert asyncio.run(scenario()) is cheap
+
+
+def _reconciles(monkeypatch, scenario_steps) -> list[dict | None]:
+    """Run ``scenario_steps(reconciler, release)`` against a reconcile that waits for ``release``;
+    return the ``known`` children each reconcile was handed."""
+    from streamapp_operator import scheduler
+    from streamapp_operator.decide.world import Plan
+    from streamapp_operator.reconcile import Outcome
+
+    handed: list[dict | None] = []
+
+    async def scenario() -> list[dict | None]:
+        release = asyncio.Event()
+        loop = asyncio.get_running_loop()
+
+        def reconcile(kube, namespace, name, settings, memory, caches=None, known=None, created=None):
+            handed.append(known)
+            asyncio.run_coroutine_threadsafe(release.wait(), loop).result()
+            return Outcome(Plan(status={}), children={"ConfigMap/app": {}})
+
+        monkeypatch.setattr(scheduler, "reconcile", reconcile)
+        reconciler = Reconciler(Settings(default_image="runtime"), resync=30)
+        reconciler.kube, reconciler.caches, reconciler.pool = object(), Caches(), ThreadPoolExecutor(2)
+        try:
+            await scenario_steps(reconciler, release)
+        finally:
+            await reconciler.close()
+        return handed
+
+    return asyncio.run(scenario())
+
+
+def test_triggers_while_a_reconcile_runs_coalesce_into_one_that_waits(monkeypatch):
+    async def steps(reconciler: Reconciler, release: asyncio.Event) -> None:
+        first = asyncio.ensure_future(reconciler.run(*KEY))
+        await asyncio.sleep(0.05)  # the first reconcile runs
+        later = [asyncio.ensure_future(reconciler.run(*KEY)) for _ in range(3)]  # one waits, two are dropped
+        await asyncio.sleep(0.05)
+        release.set()
+        await asyncio.gather(first, *later)
+
+    assert len(_reconciles(monkeypatch, steps)) == 2
+
+
+def test_the_children_are_taken_as_last_seen_until_children_every_resyncs_have_passed(monkeypatch):
+    async def steps(reconciler: Reconciler, release: asyncio.Event) -> None:
+        release.set()
+        await reconciler.run(*KEY)  # reads everything
+        await reconciler.run(*KEY)  # within CHILDREN_EVERY resyncs: the children as seen
+        reconciler.apps[KEY].known_at -= 30 * CHILDREN_EVERY
+        await reconciler.run(*KEY)  # too old: read afresh
+
+    assert _reconciles(monkeypatch, steps) == [None, {"ConfigMap/app": {}}, None]
