@@ -1,6 +1,7 @@
 """The driver's last words: on a fatal error `streamapp run` writes why to the file the driver pod's
 termination message is read from (the kubelet keeps it after the container is gone; the operator
-copies it into status.lastRestart.message). Real Spark and Kafka for the run; the format is pure."""
+copies it into status.lastRestart.message). Real Spark and Kafka; the text itself:
+tests/unit/runtime/test_termination_text.py."""
 
 from __future__ import annotations
 
@@ -9,38 +10,7 @@ import yaml
 
 from streamapp_testkit.runtime import start_run
 from streamapp_api import contract
-from streamapp_runtime.run import termination
 from streamapp_testbed.kafka_admin import create_topic, produce
-
-SPARK_ERROR = ("[CAST_INVALID_INPUT] The value 'abc' of the type \"STRING\" cannot be cast to \"INT\" because it "
-               "is malformed. SQLSTATE: 22018\n" + "\n".join(f"\tat org.apache.spark.Frame{i}" for i in range(40)))
-
-
-@pytest.mark.unit
-def test_the_message_names_the_reason_then_the_error_within_the_kubelets_limit():
-    text = termination.message(SPARK_ERROR, "query counts failed")
-    lines = text.splitlines()
-    assert lines[0].startswith("PipelineError: query counts failed: [CAST_INVALID_INPUT] The value 'abc'")
-    assert len(lines) == 1 + termination.DETAIL_LINES  # the first lines of the stack, not all of it
-    huge = termination.message("x" * 10_000)
-    assert len(huge.encode()) <= contract.TERMINATION_MESSAGE_LIMIT and huge.startswith("PipelineError: xxx")
-
-
-@pytest.mark.unit
-def test_kafka_refusing_the_app_is_a_kafka_error():
-    text = termination.message("StreamingQueryException: boom\nCaused by: org.apache.kafka.common.errors."
-                               "SaslAuthenticationException: Authentication failed: Invalid username or password")
-    assert text.startswith("KafkaError: Kafka refused the credentials: StreamingQueryException: boom")
-
-
-@pytest.mark.unit
-def test_written_only_where_the_environment_says(tmp_path):
-    target = tmp_path / "termination-log"
-    termination.write("PipelineError: x", {contract.ENV_TERMINATION_LOG: str(target)})
-    assert target.read_text() == "PipelineError: x"
-    termination.write("PipelineError: y", {})  # a local run: nowhere, and no error
-    assert target.read_text() == "PipelineError: x"
-
 
 @pytest.mark.integration
 def test_a_pipeline_that_fails_in_spark_leaves_its_error_in_the_termination_log(kafka, names, tmp_path):
