@@ -45,14 +45,14 @@ def check_realtime(app: StreamApp) -> list[Issue]:
             if len(step.set_keys()) != 1:
                 continue
             path = f"spec.streams[{i}].steps[{j}].{step.kind}"
-            if step.kind == "join":
+            if step.join is not None:
                 what = ("reads the table as a stream" if step.join.table else "keeps both streams' records in state")
                 issues.append(Issue(path, f"real-time mode runs stateless steps only; a join {what}: remove it, "
                                     + _MICRO_BATCHES))
             elif step.kind not in STATELESS_STEPS:
                 issues.append(Issue(path, f"real-time mode runs stateless steps only ({', '.join(STATELESS_STEPS)}); "
                                     f"{step.kind} keeps state across records: remove it, {_MICRO_BATCHES}"))
-            elif step.kind == "sql":
+            elif step.sql is not None:
                 issues.extend(Issue(path, f"real-time mode runs stateless steps only; this query {found}: remove "
                                     f"it, {_MICRO_BATCHES}") for found in sql_state(step.sql))
     for i, sink in enumerate(spec.sinks):

@@ -74,7 +74,7 @@ def _hint(key: str) -> str:
     return _MANAGED_HINT.get(key, "the operator sets it")
 
 
-def _columns_ok(mapping: dict | None, path: str) -> Iterator[Issue]:
+def _columns_ok(mapping: dict[str, str] | None, path: str) -> Iterator[Issue]:
     for key in mapping or {}:
         if not re.match(COLUMN_PATTERN, key):
             yield Issue(f"{path}[{key}]", f"{key!r} is not a column name: use {COLUMN_HELP}")

@@ -9,9 +9,9 @@ sink is a model here, a field of ``Sink``, and a writer in the runtime's ``sinks
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -67,7 +67,7 @@ class SinkTarget(ApiModel):
     def secret_env(self) -> list[SecretEnv]:
         return []
 
-    def stream_findings(self, columns: set[str], group_columns: tuple[str, ...] | None,
+    def stream_findings(self, columns: Collection[str], group_columns: Collection[str] | None,
                         missing: Callable[[str], str]) -> list[SinkFinding]:
         """Problems with the stream written: ``columns`` its columns, ``group_columns`` what an
         aggregation groups by (None: not aggregated), ``missing(column)`` the message for an absent one."""
@@ -94,7 +94,8 @@ class KafkaSink(SinkTarget):
     def topic_written(self) -> str | None:
         return self.topic
 
-    def stream_findings(self, columns, group_columns, missing) -> list[SinkFinding]:
+    def stream_findings(self, columns: Collection[str], group_columns: Collection[str] | None,
+                        missing: Callable[[str], str]) -> list[SinkFinding]:
         return [SinkFinding(".key", missing(self.key))] if self.key and self.key not in columns else []
 
     def realtime_findings(self) -> list[SinkFinding]:
@@ -147,7 +148,8 @@ class PostgresSink(SinkTarget):
         ref = self.secret_ref
         return [SecretEnv(".secretRef", ref.name, ref.key, postgres_uri_env(ref.name))]
 
-    def stream_findings(self, columns, group_columns, missing) -> list[SinkFinding]:
+    def stream_findings(self, columns: Collection[str], group_columns: Collection[str] | None,
+                        missing: Callable[[str], str]) -> list[SinkFinding]:
         found = [SinkFinding(f".primaryKey[{j}]", missing(c)) for j, c in enumerate(self.primary_key)
                  if c not in columns]
         uncovered = [c for c in group_columns or () if c not in self.primary_key]
@@ -167,10 +169,10 @@ def default_query_name(from_: str, target_name: str) -> str:
     return f"{from_}-{target_name}".lower().replace(".", "-")[:63].rstrip("-_")
 
 
-def query_name_of(item: dict) -> str:
+def query_name_of(item: dict[str, Any]) -> str:
     """``Sink.query_name`` of a sink held as the spec's mapping (the operator compares specs so)."""
     if item.get("name"):
-        return item["name"]
+        return str(item["name"])
     kind = next((k for k in SINK_KINDS if item.get(k)), None)
     try:
         target = SINK_KINDS[kind].model_validate(item[kind]).target_name() if kind else ""

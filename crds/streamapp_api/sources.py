@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -48,7 +48,7 @@ SchemaMap = dict[str, str]
 BOOTSTRAP_PATTERN = r"^[A-Za-z0-9._-]+:[0-9]{1,5}(,[A-Za-z0-9._-]+:[0-9]{1,5})*$"
 
 
-def _schema_field(description: str):
+def _schema_field(description: str) -> Any:
     return Field(
         default=None,
         alias="schema",
@@ -196,7 +196,7 @@ VALUE_FORMATS: dict[str, ValueFormatKind] = {
 }
 
 
-def _schema_rule(name: str, kind: ValueFormatKind) -> dict:
+def _schema_rule(name: str, kind: ValueFormatKind) -> dict[str, Any]:
     if kind.needs_schema:
         return cel(f"self.format != '{name}' || has(self.schema)", kind.schema_problem(name, False) or "",
                    field_path=".schema", reason="FieldValueRequired")

@@ -84,7 +84,7 @@ def _fields(model: type[BaseModel], old: SpecPart, new: SpecPart, path: str, def
             yield from _items(declared, _model_in(field, where), a or [], b or [], where)
         elif isinstance(declared, BySteps):
             yield from _steps(declared, _model_in(field, where), a or [], b or [], where)
-        else:  # tests/unit/test_api_changes.py keeps this from happening
+        else:  # tests/unit/api/test_api_changes.py keeps this from happening
             raise TypeError(f"{where} declares no change class (see streamapp_api.changes)")
 
 
