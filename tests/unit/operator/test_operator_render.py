@@ -1,6 +1,6 @@
 """Rendering: golden files for every example, plus the properties every driver must have.
 
-Golden files live in tests/operator/golden/; regenerate them deliberately with
+Golden files live in tests/unit/operator/golden/; regenerate them deliberately with
 STREAMAPP_UPDATE_GOLDEN=1 (the test then fails once, saying what it rewrote).
 """
 
@@ -21,7 +21,7 @@ from streamapp_api.rules import SPARK_DECOMMISSION_CONF
 from streamapp_testkit.operator_apps import app, example, example_names
 
 pytestmark = pytest.mark.unit
-GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+GOLDEN = Path(__file__).resolve().parent / "golden"
 UID = "00000000-0000-0000-0000-000000000000"
 
 
