@@ -19,7 +19,8 @@ import time
 from pathlib import Path
 
 from streamapp_testbed import cluster, cluster_apps, kafka_admin
-from streamapp_testbed.cluster_client import ClusterClient, check_kubeconfig, wait_for
+from streamapp_testbed.cluster_client import ClusterClient, check_kubeconfig
+from streamapp_testbed.waiting import NotYet, wait_for
 from streamapp_testbed.load_app import QUERY, PacedProducer, compare, manifest, table_counts
 
 from . import autoscale_analysis as analysis
@@ -62,7 +63,8 @@ class Run:
         s = probe.sample("settle")
         ok = (s.get("target") == 1 and s.get("pods") == 1 and s.get("last_batch") is not None
               and s["t"] - s["last_batch"] < 3 * self.opts["trigger_s"] and (s.get("registered") or 0) >= 1)
-        return True if ok else f"target {s.get('target')}, {s.get('pods')} executor pods, last batch {s.get('last_batch')}"
+        return True if ok else NotYet(f"target {s.get('target')}, {s.get('pods')} executor pods, "
+                                      f"last batch {s.get('last_batch')}")
 
     def go(self) -> dict:
         c, o, st = self.client, self.opts, self.state
@@ -100,9 +102,9 @@ class Run:
         want = acked
         try:
             wait_for("every record counted in the table",
-                     lambda: sum(table_counts(dsn, self.table).values()) >= sum(want.values()) or "not yet",
+                     lambda: sum(table_counts(dsn, self.table).values()) >= sum(want.values()),
                      timeout=o["drain_s"], every=2)
-        except AssertionError as exc:
+        except TimeoutError as exc:
             log.warning("%s: %s", self.name, exc)
         rows = compare(want, table_counts(dsn, self.table))
         if self.producer.errors:

@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 
 from streamapp_testbed import cluster, cluster_apps, kafka_admin
-from streamapp_testbed.cluster_client import ClusterClient, check_kubeconfig, wait_for
+from streamapp_testbed.cluster_client import ClusterClient, check_kubeconfig
+from streamapp_testbed.waiting import wait_for
 
 NS = "streamapp-demo"
 APP = "click-sessions"

@@ -12,6 +12,7 @@ import yaml
 
 from . import clickstream, kafka_admin
 from .paths import REPO_DIR
+from .waiting import NotYet
 
 
 def click_sessions(namespace: str, kafka_bootstrap: str, topic: str, storage_class: str, trigger: str,
@@ -109,13 +110,14 @@ def table_rows(dsn: str, table: str) -> dict[Key, Row]:
     return {window_key(s, w.astimezone(timezone.utc)): (c, p, t) for s, w, c, p, t in rows}
 
 
-def same(name: str, got: dict, want: dict):
-    """True when equal, else a short account of the difference (for wait_for's message)."""
+def same(name: str, got: dict, want: dict) -> bool | NotYet:
+    """True when equal, else NotYet with a short account of the difference (for wait_for's message)."""
     if got == want:
         return True
     missing, extra = want.keys() - got.keys(), got.keys() - want.keys()
     wrong = [k for k in want.keys() & got.keys() if got[k] != want[k]]
-    return f"{name}: {len(missing)} of {len(want)} windows missing, {len(extra)} unexpected, {len(wrong)} differ"
+    return NotYet(f"{name}: {len(missing)} of {len(want)} windows missing, {len(extra)} unexpected, "
+                  f"{len(wrong)} differ")
 
 
 def outputs_exact(bootstrap: str, dsn: str, topic: str, table: str, events: list[clickstream.Click]):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from shutil import which
@@ -103,17 +102,3 @@ class ClusterClient:
         return json.loads(self.kubectl("get", "streamapp", app, "-n", namespace, "-o", "json").stdout)
 
 
-def wait_for(what: str, check, timeout: float = 300, every: float = 2.0):
-    """check() until it returns True or something truthy that is not a string (a string says why
-    not yet); AssertionError with the last answer after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-            if last is True or (last and not isinstance(last, str)):
-                return last
-        except Exception as exc:  # not there yet
-            last = exc
-        time.sleep(every)
-    raise AssertionError(f"no {what} after {timeout:.0f}s (last: {last!r})")

@@ -16,7 +16,7 @@ import pytest
 
 from streamapp_testkit.e2e_clicks import (APP, CLASS, LATE, MALFORMED, NS, PG_SECRET, REPO, RUN, TOPIC, VERSION, app_object,
                         executors_follow, manifest, new_driver, outputs_exact, produce, round_events, running)  # fmt: skip
-from streamapp_testkit.waiting import wait_for
+from streamapp_testbed.waiting import wait_for
 from streamapp_testbed import cluster_apps, kafka_admin
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]

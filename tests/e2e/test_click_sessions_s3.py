@@ -13,7 +13,7 @@ import re
 import pytest
 
 from streamapp_testkit.e2e_clicks import (APP, CLASS, NS, PG_SECRET, RUN, TRIGGER, Rounds, app_object, new_driver, running)  # fmt: skip
-from streamapp_testkit.waiting import wait_for
+from streamapp_testbed.waiting import wait_for
 from streamapp_testbed import cluster_apps, kafka_admin
 from streamapp_testbed.s3 import REGION
 

@@ -13,7 +13,7 @@ import json
 import pytest
 
 from streamapp_testkit.e2e_clicks import APP, CLASS, NS, RUN, VERSION
-from streamapp_testkit.waiting import NotYet, wait_for
+from streamapp_testbed.waiting import NotYet, wait_for
 from streamapp_testbed import cluster_apps, kafka_admin
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]

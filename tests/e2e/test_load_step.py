@@ -13,7 +13,7 @@ import json
 import pytest
 
 from streamapp_testkit.e2e_clicks import CLASS, NS, PG_SECRET, RUN, app_object, running, suspend_click_sessions
-from streamapp_testkit.waiting import NotYet, wait_for
+from streamapp_testbed.waiting import NotYet, wait_for
 from streamapp_testbed import kafka_admin
 from streamapp_testbed import cluster_apps
 from streamapp_testbed.load_app import PacedProducer, compare, manifest, table_counts

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from streamapp_testkit.e2e_clicks import CLASS, NS, REPO, RUN, app_object, running, suspend_click_sessions
-from streamapp_testkit.waiting import NotYet, wait_for
+from streamapp_testbed.waiting import NotYet, wait_for
 from streamapp_testbed import cluster_apps, kafka_admin
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from streamapp_testkit.e2e_clicks import CLASS, NS, PG_SECRET, RUN, TRIGGER, Rounds, app_object, running, suspend_click_sessions
-from streamapp_testkit.waiting import NotYet, wait_for
+from streamapp_testbed.waiting import NotYet, wait_for
 from streamapp_testbed import cluster_apps, kafka_admin
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from streamapp_testkit.operator_bed import CRD, Cluster, OperatorProcess, unique
-from streamapp_testkit.waiting import wait_for
+from streamapp_testbed.waiting import wait_for
 
 
 @pytest.fixture(scope="session")

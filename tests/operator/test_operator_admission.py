@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 from streamapp_testkit.operator_bed import EXAMPLES, Cluster, OperatorProcess, unique
-from streamapp_testkit.waiting import wait_for
+from streamapp_testbed.waiting import wait_for
 
 from streamapp_testbed.manifests import MANIFESTS, header, manifests
 from streamapp_testbed.process import free_port

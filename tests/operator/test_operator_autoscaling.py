@@ -16,7 +16,7 @@ from streamapp_runtime.run.metrics import Metrics
 from streamapp_testbed.kafka_admin import create_topic
 
 from streamapp_testkit.operator_bed import simple_app, unique
-from streamapp_testkit.waiting import wait_for
+from streamapp_testbed.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ import pytest
 from streamapp_operator.kubeapi import Kube
 from streamapp_operator.observe.blockers import ClaimEvents, claim
 
-from streamapp_testkit.waiting import wait_for
+from streamapp_testbed.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

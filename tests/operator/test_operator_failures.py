@@ -12,7 +12,7 @@ from streamapp_testbed.kafka_admin import create_topic
 from streamapp_testbed.process import free_port
 
 from streamapp_testkit.operator_bed import simple_app, unique
-from streamapp_testkit.waiting import wait_for
+from streamapp_testbed.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 WITHIN = 30  # seconds from the cause to the reason in status (the bed's operator resyncs every 2 s, but

@@ -29,7 +29,7 @@ from streamapp_testbed.kafka_admin import create_topic
 from streamapp_testbed.karpenter import INSTANCE_CPU, Karpenter, node_pool, pool_toleration
 
 from streamapp_testkit.operator_bed import simple_app, unique
-from streamapp_testkit.waiting import wait_for
+from streamapp_testbed.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 # Two executors and the driver fill one of Karpenter's nodes (INSTANCE_CPU); a third does not fit.

@@ -10,7 +10,7 @@ from streamapp_testbed.kafka_admin import create_topic
 from streamapp_testbed.kwok import EXIT_CODE_ANNOTATION, FAIL_LABEL
 
 from streamapp_testkit.operator_bed import OperatorProcess, simple_app, unique
-from streamapp_testkit.waiting import wait_for
+from streamapp_testbed.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

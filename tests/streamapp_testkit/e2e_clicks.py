@@ -11,7 +11,7 @@ from pathlib import Path
 from streamapp_testbed import clickstream, cluster_apps
 from streamapp_testbed.cluster_apps import round_events
 from streamapp_api.version import __version__
-from streamapp_testkit.waiting import NotYet, wait_for
+from streamapp_testbed.waiting import NotYet, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 NS = "streamapp-e2e"
@@ -77,8 +77,7 @@ def produce(bootstrap: str, events: list[clickstream.Click], extra: tuple[str, .
 
 def outputs_exact(cluster, events: list[clickstream.Click], topic: str = OUT, table: str = TABLE) -> bool | NotYet:
     """True once the output topic and the table hold exactly the expected windows; else the difference."""
-    exact = cluster_apps.outputs_exact(cluster.kafka_bootstrap, cluster.postgres_dsn, topic, table, events)
-    return True if exact is True else NotYet(exact)
+    return cluster_apps.outputs_exact(cluster.kafka_bootstrap, cluster.postgres_dsn, topic, table, events)
 
 
 class Rounds:

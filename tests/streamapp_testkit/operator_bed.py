@@ -17,7 +17,7 @@ import yaml
 from streamapp_api import contract
 from streamapp_testbed.paths import REPO_DIR
 from streamapp_testbed.process import ManagedProcess, free_port
-from streamapp_testkit.waiting import wait_for
+from streamapp_testbed.waiting import wait_for
 
 CRD = REPO_DIR / "crds" / "streamapp.io_streamapps.yaml"
 EXAMPLES = REPO_DIR / "examples"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streamapp_testkit.waiting import NotYet, wait_for
+from streamapp_testbed.waiting import NotYet, wait_for
 
 pytestmark = pytest.mark.unit
 

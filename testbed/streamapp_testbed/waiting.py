@@ -1,4 +1,5 @@
-"""The tests' one way to wait for something to happen: poll a check until it answers with a truthy value.
+"""The one way to wait for something to happen (tests, the demo, the benchmarks): poll a check until it
+answers with a truthy value.
 
 A check answers "not yet" with a falsy value: False, None, an empty list, or `NotYet(reason)` when it
 can say why (the reason shows in the timeout's message). A string is an answer like any other: a
