@@ -21,10 +21,10 @@ from .resolve import resolve
 from .spec import StreamApp
 
 # How often a real-time query checkpoints its offsets: what a restart replays (Kafka sinks are
-# at-least-once there), and when its tasks end and start again. That pause held every partition's
-# records 0.3–0.6 s at each checkpoint (10,000 events/s, local Spark 4.2): with a 1-minute interval
-# about 1.7 % of the records, enough to lift a long run's p99 past 100 ms; at Spark's default of 5
-# minutes, about 0.4 % (docs/runtime.md, "Real-time mode").
+# at-least-once there), and when its tasks end and start again. That pause holds every partition's
+# records at each checkpoint: checkpointing every minute delays enough records to lift a long run's
+# p99, Spark's default of 5 minutes few enough that it does not (the figures: docs/runtime.md,
+# "Real-time mode").
 CHECKPOINT_INTERVAL = "5m"
 STATELESS_STEPS = ("filter", "select", "withColumns", "explode", "keyBy", "sql")
 _MICRO_BATCHES = "or run micro-batches (remove spec.trigger, or set an interval)"
