@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import Any
 
 from streamapp_api import StreamApp, contract
 
@@ -39,7 +40,7 @@ class DriverInputs:
     app: StreamApp  # with the spec the driver should run (while a change is refused: the applied one)
     change: Change
     launch: Launch | None  # None: no executor count known yet (partitions unreadable), no driver to start
-    config: dict | None  # the ConfigMap the driver reads (None without a launch)
+    config: dict[str, Any] | None  # the ConfigMap the driver reads (None without a launch)
     config_hash: str | None  # of ``config``, annotated on the driver pod
     config_stale: bool  # the ConfigMap in the cluster holds something other than ``config``
     history: RestartHistory
@@ -55,16 +56,16 @@ class DriverOutcome:
     phase: str
     ready: Cond
     restarts: int
-    last_restart: dict | None  # status.lastRestart
+    last_restart: dict[str, Any] | None  # status.lastRestart
     driver_pod: str | None  # status.driverPod: the driver that should exist (None: deliberately none)
     action: DriverAction | None = None
-    pod: dict | None = None  # the driver pod to create (action "create")
+    pod: dict[str, Any] | None = None  # the driver pod to create (action "create")
     status_first: bool = False  # record the outcome in status before acting (deletions)
     requeue: timedelta | None = None
     restarted: bool = False  # a failure was counted
-    config_write: dict | None = None  # the ConfigMap to bring up to date
-    driver_patch: dict | None = None  # a merge patch of the running driver pod: a rescale in place
-    last_rescale: dict | None = None  # a new status.scaling.lastRescale (None: as it is)
+    config_write: dict[str, Any] | None = None  # the ConfigMap to bring up to date
+    driver_patch: dict[str, Any] | None = None  # a merge patch of the running driver pod: a rescale in place
+    last_rescale: dict[str, Any] | None = None  # a new status.scaling.lastRescale (None: as it is)
     progress: Cond | None = None
     degraded: Cond | None = None
     events: tuple[Event, ...] = ()
@@ -88,7 +89,7 @@ def driver_outcome(inputs: DriverInputs) -> DriverOutcome:
     return OUTCOME_OF_ACTION[decision.action](inputs, decision)
 
 
-def _as_recorded(inputs: DriverInputs, phase: str, ready: Cond, **changes) -> DriverOutcome:
+def _as_recorded(inputs: DriverInputs, phase: str, ready: Cond, **changes: Any) -> DriverOutcome:
     """An outcome that leaves the driver's record in status (restarts, lastRestart, driverPod) as it
     was, but for ``changes``."""
     status = inputs.obs.status
@@ -124,7 +125,7 @@ def _rescaled_in_place(inputs: DriverInputs, outcome: DriverOutcome) -> DriverOu
     rescale, obs = inputs.rescale, inputs.obs
     if rescale.action not in ("ask", "wait", "applied"):
         return outcome
-    changes: dict = {"last_rescale": rescale.record, "events": outcome.events + rescale.events}
+    changes: dict[str, Any] = {"last_rescale": rescale.record, "events": outcome.events + rescale.events}
     if rescale.action == "ask":
         changes["driver_patch"] = {"apiVersion": "v1", "kind": "Pod", "metadata": {
             "name": names.driver_pod(obs.name), "namespace": obs.namespace, "uid": obs.driver.uid,
@@ -212,18 +213,22 @@ def _wait(inputs: DriverInputs, decision: RestartDecision) -> DriverOutcome:
     if obs.driver.pod.state in ("failed", "succeeded"):  # the failed driver, kept during the backoff
         why = failed_driver(inputs.app, obs.driver.pod, inputs.history.restarts)
         ready = Cond("Ready", False, why.reason, f"{why.message}; restart {inputs.history.restarts} in "
-                                                 f"{int(decision.delay.total_seconds())}s")
+                                                 f"{_seconds(decision.delay)}s")
         backoff = ready.message
     degraded = None if terminating else Cond("Degraded", True, "Restarting", backoff)
     return _as_recorded(inputs, "Suspended" if suspend else "Restarting", ready,
                         requeue=decision.delay or inputs.settings.terminating_poll, degraded=degraded)
 
 
+def _seconds(delay: timedelta | None) -> int:
+    return int(delay.total_seconds()) if delay else 0
+
+
 def _record_failure(inputs: DriverInputs, decision: RestartDecision) -> DriverOutcome:
     """The driver failed, exited or vanished: count a restart, record it, then clear the dead pod away."""
     pod = inputs.obs.driver.pod
     restarts = inputs.history.restarts + 1
-    last_restart = {"time": rfc3339(inputs.now), "reason": decision.cause}
+    last_restart: dict[str, Any] = {"time": rfc3339(inputs.now), "reason": decision.cause}
     if decision.exit_code is not None:
         last_restart["exitCode"] = decision.exit_code
     reason, why = "DriverFailed", decision.reason
@@ -232,7 +237,7 @@ def _record_failure(inputs: DriverInputs, decision: RestartDecision) -> DriverOu
         reason, why = found.reason, found.message
         if pod.message:  # the driver's last words (the runtime's, else its log's tail)
             last_restart["message"] = pod.message.strip()[-MESSAGE_LIMIT:]
-    why = f"{why}; restart {restarts} in {int(decision.delay.total_seconds())}s"
+    why = f"{why}; restart {restarts} in {_seconds(decision.delay)}s"
     # The failed pod stays until the replacement is due (restarts.restart_decision): its log can be read.
     return _as_recorded(
         inputs, "Restarting", Cond("Ready", False, reason, why), status_first=True,
@@ -267,9 +272,9 @@ def _create(inputs: DriverInputs, decision: RestartDecision) -> DriverOutcome:
     obs, app, launch = inputs.obs, inputs.app, inputs.launch
     if app.spec.suspend:
         return _as_recorded(inputs, "Suspended", SUSPENDED)
-    if launch is None:
-        missing = inputs.obs.kafka.missing_topics
-        why = (f"topics not found: {', '.join(missing)}; the first driver is sized from their partitions" if missing
+    if launch is None or inputs.config_hash is None:  # a launch comes with its ConfigMap and that one's hash
+        topics = inputs.obs.kafka.missing_topics
+        why = (f"topics not found: {', '.join(topics)}; the first driver is sized from their partitions" if topics
                else "partition counts needed to size the first driver")
         return _as_recorded(inputs, "Pending", Cond("Ready", False, "WaitingForKafka", why), requeue=inputs.kafka_retry)
     missing = secrets_missing(obs.namespace, obs.missing_secrets)

@@ -9,20 +9,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import Any
 
 from streamapp_api import StreamApp
+from streamapp_api.spec import StreamAppSpec
 
 from .. import names
 from ..render import Launch, config_hash, render_children
 from .changes import Change, classify_change
-from .children import plan_children
+from .children import KubeObject, plan_children
 from .driver import DriverInputs, DriverOutcome, driver_outcome, restart_history
 from .scaling.load import load_sizing
 from .scaling.partitions import debounce, desired_executors, tasks_to_cover
 from .scaling.pending import scaling_condition
 from .scaling.rescale import NOTHING, Rescale, RescaleInputs, decide as rescale_decision
 from .status import Cond, fold_status, rfc3339
-from .world import Event, Memory, Observed, Plan, Settings
+from .world import Event, Memory, Observed, Plan, Progress, Settings
 
 KAFKA_RETRY = timedelta(seconds=5)
 KAFKA_RETRY_MAX = timedelta(minutes=5)
@@ -32,7 +34,7 @@ def plan(obs: Observed, settings: Settings, memory: Memory, now: datetime) -> Pl
     if obs.app is None:
         return _invalid(obs, memory, now)
     kafka = _kafka_health(obs, memory)
-    change, app = _classify(obs)
+    change, app = _classify(obs, obs.app)
     sizing = _sizing(obs, app, settings, kafka.memory, now)
     children = _children(obs, app, sizing.launch, settings)
     kafka_retry = _kafka_retry(kafka.memory.kafka_failures)
@@ -40,7 +42,7 @@ def plan(obs: Observed, settings: Settings, memory: Memory, now: datetime) -> Pl
     return _assemble(obs, app, change, kafka, sizing, children, driver, kafka_retry, now)
 
 
-def _children(obs: Observed, app: StreamApp, launch: Launch | None, settings: Settings) -> list[dict]:
+def _children(obs: Observed, app: StreamApp, launch: Launch | None, settings: Settings) -> list[KubeObject]:
     if launch:
         return render_children(app, obs.uid, launch, settings.network)
     # Without an executor count there is no ConfigMap to write yet (it carries the count), but the
@@ -49,7 +51,7 @@ def _children(obs: Observed, app: StreamApp, launch: Launch | None, settings: Se
 
 
 def _driver_inputs(obs: Observed, settings: Settings, app: StreamApp, change: Change, launch: Launch | None,
-                   children: list[dict], kafka_retry: timedelta, now: datetime) -> DriverInputs:
+                   children: list[KubeObject], kafka_retry: timedelta, now: datetime) -> DriverInputs:
     config = next((c for c in children if c["kind"] == "ConfigMap"), None)
     wanted = config_hash(config) if config else None
     in_cluster = config_hash(obs.children.get(f"ConfigMap/{names.config_map(obs.name)}") or {})
@@ -70,7 +72,7 @@ def _rescale(obs: Observed, settings: Settings, app: StreamApp, launch: Launch |
 
 
 def _assemble(obs: Observed, app: StreamApp, change: Change, kafka: _KafkaHealth, sizing: _Sizing,
-              children: list[dict], driver: DriverOutcome, kafka_retry: timedelta, now: datetime) -> Plan:
+              children: list[KubeObject], driver: DriverOutcome, kafka_retry: timedelta, now: datetime) -> Plan:
     """The Plan from what each step decided: where two steps speak to the same thing, which one wins."""
     create, patches = plan_children(children, obs.children)
     if driver.config_write is not None and driver.config_write not in create:  # else it is created anyway
@@ -93,7 +95,7 @@ def _assemble(obs: Observed, app: StreamApp, change: Change, kafka: _KafkaHealth
 
 def _kafka_retry(failures: int) -> timedelta:
     """When to look again while Kafka cannot be read: 5 s after the first failure, doubling, capped."""
-    return min(KAFKA_RETRY * 2 ** (max(failures, 1) - 1), KAFKA_RETRY_MAX)
+    return min(KAFKA_RETRY * (1 << min(max(failures, 1) - 1, 30)), KAFKA_RETRY_MAX)  # 2^(failures-1), an int
 
 
 def _invalid(obs: Observed, memory: Memory, now: datetime) -> Plan:
@@ -133,9 +135,9 @@ def _kafka_health(obs: Observed, memory: Memory) -> _KafkaHealth:
     return _KafkaHealth(missing, (), replace(memory, kafka_failures=0))
 
 
-def _classify(obs: Observed) -> tuple[Change, StreamApp]:
+def _classify(obs: Observed, app: StreamApp) -> tuple[Change, StreamApp]:
     """The change against what the driver runs, and the app with the spec the driver should run."""
-    app, applied = obs.app, obs.applied
+    applied = obs.applied
     if applied is None or applied.spec is None:
         return Change("restart", None, "first start"), app
     change = classify_change(applied.spec, app.spec)
@@ -154,7 +156,7 @@ class _Sizing:
     progress: Cond | None
     events: tuple[Event, ...]
     memory: Memory  # with the pending scale
-    scaling: dict | None = None  # status.scaling
+    scaling: dict[str, Any] | None = None  # status.scaling
 
 
 def _launch(executors: int, settings: Settings) -> Launch:
@@ -180,7 +182,8 @@ def _sizing(obs: Observed, app: StreamApp, settings: Settings, memory: Memory, n
     before = memory.pending_scale
     verdict = debounce(current, desired, before, now, settings.scale_debounce, explicit=spec.executors is not None)
     window = int(settings.scale_debounce.total_seconds())
-    events, progress = (), None
+    events: tuple[Event, ...] = ()
+    progress = None
     if verdict.pending is not None and verdict.pending != before:
         events = (Event("Normal", "ScalePending",
                         f"{tasks_words} want {verdict.pending.executors} executors "
@@ -195,7 +198,8 @@ def _sizing(obs: Observed, app: StreamApp, settings: Settings, memory: Memory, n
                    _rule_status(obs, spec, desired, tasks_words, now))
 
 
-def _rule_status(obs: Observed, spec, desired: int | None, tasks_words: str, now: datetime) -> dict | None:
+def _rule_status(obs: Observed, spec: StreamAppSpec, desired: int | None, tasks_words: str,
+                 now: datetime) -> dict[str, Any] | None:
     """status.scaling of the partitions and manual modes: the count the rule gives, and the rule."""
     if desired is None:
         return None
@@ -217,7 +221,8 @@ def _remedy(change: Change, name: str) -> str:
 
 
 def _status(obs: Observed, app: StreamApp, change: Change, driver: DriverOutcome, desired: int | None,
-            now: datetime, progress: Cond | None, degraded: Cond | None, scaling: dict | None = None) -> dict:
+            now: datetime, progress: Cond | None, degraded: Cond | None,
+            scaling: dict[str, Any] | None = None) -> dict[str, Any]:
     if change.kind == "incompatible":
         spec_valid = Cond("SpecValid", False, "IncompatibleChange", f"{change.field}: {change.reason}. {_remedy(change, obs.name)}")
     else:
@@ -235,7 +240,7 @@ def _status(obs: Observed, app: StreamApp, change: Change, driver: DriverOutcome
         message = f"driver running with {_executors(obs)} executors"
     reason = _reason(spec_valid, ready, degraded)
     location = app.spec.state.checkpoint.location
-    state = {"location": location} if location else {"claimName": names.checkpoint_claim(obs.name)}
+    state: dict[str, Any] = {"location": location} if location else {"claimName": names.checkpoint_claim(obs.name)}
     if app.spec.state.reset_nonce:
         state["resetNonce"] = app.spec.state.reset_nonce
     shuffle = _shuffle_partitions(obs, app, running)
@@ -302,14 +307,14 @@ _SINK_COUNTS = (("transactions", "sink_transactions"), ("transactionsAborted", "
                 ("partitionsSkipped", "sink_skipped"))
 
 
-def _sinks(progress) -> list[dict] | None:
+def _sinks(progress: Progress) -> list[dict[str, Any]] | None:
     """Per-query progress for status.sinks: lag, the time of the last batch and what the sink counted
     (exactly-once transactions, partitions skipped as written before), from the driver's metrics."""
     lag, last = dict(progress.sink_lag), dict(progress.sink_last_batch)
     counts = {field: dict(getattr(progress, attr)) for field, attr in _SINK_COUNTS}
     out = []
     for query in sorted(set(lag) | set(last)):
-        entry: dict = {"name": query}
+        entry: dict[str, Any] = {"name": query}
         if query in lag:
             entry["lag"] = lag[query]
         if query in last:
