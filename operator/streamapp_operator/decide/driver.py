@@ -173,8 +173,8 @@ def _image(inputs: DriverInputs) -> str:
 def _look_again(inputs: DriverInputs) -> timedelta:
     """How soon to look again at an app that is not Ready: every NOT_RUNNING_LOOK while that is news,
     then every third of how long it has lasted, at most NOT_RUNNING_LOOK_LONGEST. A cause still shows
-    (or goes) within 30 s, and hundreds of apps waiting for their volumes to bind (the control-plane
-    bench: kube-controller-manager binds five a second) are not each read every 10 s."""
+    (or goes) within 30 s, and hundreds of apps waiting for their volumes to bind (kube-controller-manager
+    binds a few a second: bench/README.md, "Control plane") are not each read every 10 s."""
     ready = next((c for c in inputs.obs.status.get("conditions") or [] if c.get("type") == "Ready"), None)
     since = parse_time(ready.get("lastTransitionTime")) if ready and ready.get("status") == "False" else None
     if since is None:
