@@ -4,7 +4,7 @@ Each sink kind is a ``SinkTarget`` model and a field of ``Sink`` named after the
 the checks, the operator and the runtime ask of it (its target's name, the Secrets the driver needs,
 the columns it reads, real-time and delivery support). Nothing else branches on a kind's name: a new
 sink is a model here, a field of ``Sink``, and a writer in the runtime's ``sinks.WRITERS``
-(DEVELOPMENT.md, "A new sink").
+(DEVELOPMENT.md, "Adding things").
 """
 
 from __future__ import annotations

@@ -164,7 +164,7 @@ class ValueFormatKind:
     """What a value format declares; the checks, the operator and the runtime ask this, never its name.
 
     A new format: a row in VALUE_FORMATS and ValueFormat here, and a parse function in the runtime's
-    ``compile/sources.FORMATS`` (DEVELOPMENT.md, "A new value format").
+    ``compile/sources.FORMATS`` (DEVELOPMENT.md, "Adding things").
     """
 
     # The value's columns come from the spec's schema (True), or are always ``columns`` (False).
