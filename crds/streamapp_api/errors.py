@@ -20,6 +20,7 @@ from .durations import (
     QUANTITY_PATTERN,
     SPARK_MEMORY_HELP,
     SPARK_MEMORY_PATTERN,
+    TRIGGER_PATTERN,
 )
 from .sources import BOOTSTRAP_PATTERN
 from .spec import APP_NAME_HELP, APP_NAME_PATTERN
@@ -30,6 +31,7 @@ from .suggest import did_you_mean
 Loc = tuple[str | int, ...]
 _PATTERN_HELP = {
     DURATION_PATTERN: DURATION_HELP,
+    TRIGGER_PATTERN: f"{DURATION_HELP}, or 'realtime'",
     QUANTITY_PATTERN: QUANTITY_HELP,
     SPARK_MEMORY_PATTERN: SPARK_MEMORY_HELP,
     NAME_PATTERN: NAME_HELP,
@@ -134,6 +136,32 @@ def model_at(root: type[BaseModel], loc: Loc) -> type[BaseModel] | None:
     return None
 
 
+def _field_pattern(root: type[BaseModel], loc: Loc) -> str | None:
+    """The regular expression the string field at ``loc`` must match, if it declares one."""
+    parent = model_at(root, loc[:-1])
+    if parent is None:
+        return None
+    for name, field in parent.model_fields.items():
+        if (field.alias or name) == loc[-1]:
+            return _pattern_in([*field.metadata, field.annotation])
+    return None
+
+
+def _pattern_in(items: list[Any]) -> str | None:
+    """The first ``pattern`` constraint among annotations, their Annotated metadata and union members."""
+    for item in items:
+        pattern = getattr(item, "pattern", None)
+        if isinstance(pattern, str):
+            return pattern
+        found = _pattern_in(list(getattr(item, "metadata", None) or []))
+        origin = typing.get_origin(item)
+        if found is None and origin in (typing.Annotated, typing.Union, types.UnionType):
+            found = _pattern_in(list(typing.get_args(item)))
+        if found is not None:
+            return found
+    return None
+
+
 def allowed_fields(model: type[BaseModel]) -> list[str]:
     return [field.alias or name for name, field in model.model_fields.items()]
 
@@ -155,7 +183,15 @@ def _describe(error: ErrorDetails, root: type[BaseModel]) -> str:
         help_text = _PATTERN_HELP.get(pattern, f"a string matching {pattern}")
         return f"{value!r} is not allowed here: use {help_text}"
     if kind == "literal_error":
-        return f"{value!r} is not allowed; use one of {ctx.get('expected')}"
+        options = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
+        close = did_you_mean(str(value), options)
+        if close:
+            return f"{value!r} is not allowed{close}; use one of {ctx.get('expected')}"
+        return f"{value!r} is not supported; use one of {ctx.get('expected')}"
+    if kind == "string_type" and isinstance(value, int | float) and not isinstance(value, bool):
+        pattern = _field_pattern(root, loc)
+        if pattern in _PATTERN_HELP:
+            return f"expected text, got the number {value!r}: use {_PATTERN_HELP[pattern]}"
     if kind in ("string_type", "int_type", "bool_type", "dict_type", "list_type", "model_type",
                 "float_type", "int_parsing", "bool_parsing", "model_attributes_type"):
         expected = {"string_type": "a string", "int_type": "an integer", "int_parsing": "an integer",

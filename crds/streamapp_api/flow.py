@@ -17,6 +17,7 @@ from .coltypes import METADATA_TYPES, element_type, field_problem, normalised
 from .errors import Issue
 from .expressions import Expression, expression_problems, filter_value_type, parse_expression, unknown_columns
 from .sources import Source, Table
+from .steps import ACCUMULATE_FUNCTIONS
 from .suggest import did_you_mean
 
 if TYPE_CHECKING:
@@ -284,10 +285,16 @@ def _window(walk: StepWalk, j: int) -> None:
 def _aggregate(walk: StepWalk, j: int) -> None:
     path, value = walk.at(j)
     window = walk.stream.steps[j - 1].window if j > 0 else None
+    before = len(walk.issues)
     for k, column in enumerate(value.group_by):
         walk.need(column, f"{path}.aggregate.groupBy[{k}]")
     for k, (name, text) in enumerate(value.columns.items()):
-        walk.check(text, f"{path}.aggregate.columns.{name}", tuple(value.columns)[:k])
+        if _bare_aggregate(text, walk.flow):
+            walk.issues.append(Issue(f"{path}.aggregate.columns.{name}", f"{text.strip()!r} names a function, not a "
+                                     f"column: an aggregate column is a call, e.g. {text.strip()}(*) or sum(amount)"))
+        else:
+            walk.check(text, f"{path}.aggregate.columns.{name}", tuple(value.columns)[:k])
+    found_problems = len(walk.issues) > before
     if window is not None and window.type == "session" and not value.group_by:
         walk.issues.append(Issue(f"{path}.aggregate.groupBy", "a session window needs at least one groupBy "
                                  "column (sessions are per key)"))
@@ -301,6 +308,14 @@ def _aggregate(walk: StepWalk, j: int) -> None:
         types.update(window_start="timestamp", window_end="timestamp")
     walk.flow = Flow(frozenset(columns), "window_end" if windowed else None, windowed and flow.watermark,
                      tuple((["window_start"] if windowed else []) + list(value.group_by))).with_types(types)
+    if found_problems:  # a misspelt name would come back as a suggestion further down: check no further
+        walk.flow = replace(walk.flow, columns=None)
+
+
+def _bare_aggregate(text: str, flow: Flow) -> bool:
+    """``count`` where ``count(*)`` was meant: an aggregate function's bare name that is no column."""
+    name = text.strip()
+    return name.lower() in ACCUMULATE_FUNCTIONS and not flow.has(name)
 
 
 def _accumulate(walk: StepWalk, j: int) -> None:

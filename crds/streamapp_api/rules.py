@@ -23,7 +23,7 @@ from .errors import Issue
 from .expressions import sql_problems
 from .pods import placement_issues
 from .sinks import ONE_TARGET_MESSAGE
-from .sources import SCHEMA_TYPE_HELP, SPARK_MANAGED_KAFKA_OPTIONS, Source, SparkTypeError, Table, parse_spark_type
+from .sources import KAFKA_OPTION_HINTS, SCHEMA_TYPE_HELP, SPARK_MANAGED_KAFKA_OPTIONS, Source, SparkTypeError, Table, parse_spark_type
 from .spec import APP_NAME_HELP, APP_NAME_PATTERN, StreamApp
 from .steps import SHUFFLING_STEPS, STEP_KEYS, Join, Step, Window
 
@@ -186,8 +186,9 @@ def check_settings(app: StreamApp) -> Iterator[Issue]:
                     f"{policy.max_backoff}; backoff must not exceed maxBackoff")
     for key in spec.kafka.options or {}:
         if key in SPARK_MANAGED_KAFKA_OPTIONS or key.startswith("kafka."):
+            hint = KAFKA_OPTION_HINTS.get(key, "options are plain Kafka client settings without the 'kafka.' prefix")
             yield Issue(f"spec.kafka.options[{key}]", f"{key!r} is managed by Spark or the operator and "
-                        "cannot be set; options are plain Kafka client settings without the 'kafka.' prefix")
+                        f"cannot be set; {hint}")
     for key, value in (spec.spark_conf or {}).items():
         path = f"spec.sparkConf[{key}]"
         if any(c in key for c in "=: "):  # line breaks and other controls: limits.py, before the models

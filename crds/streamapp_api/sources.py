@@ -31,6 +31,14 @@ SPARK_MANAGED_KAFKA_OPTIONS = (
     "group.id", "auto.offset.reset", "key.deserializer", "value.deserializer",
     "key.serializer", "value.serializer", "enable.auto.commit", "interceptor.classes",
 )
+# What to write instead of a managed option (the ones a Kafka user reaches for first).
+KAFKA_OPTION_HINTS = {
+    "group.id": "each query commits its offsets to the consumer group streamapp.<namespace>.<app>.<query>, "
+                "which lag tools read (docs/runtime.md)",
+    "auto.offset.reset": "set startingOffsets (earliest | latest) on the source",
+    "enable.auto.commit": "offsets are kept in the checkpoint and committed to the app's consumer group",
+    "key.deserializer": "set the source's format", "value.deserializer": "set the source's format",
+}
 
 _PRIMITIVE_TYPES = {
     "string", "boolean", "int", "integer", "long", "bigint", "short", "smallint", "byte",

@@ -215,7 +215,8 @@ def test_warnings_do_not_fail(change, path, fragment):
     ({**BASE, "metadata": {"name": "Bad_Name"}}, "metadata.name", "DNS label"),
     ({**BASE, "spec": {**BASE["spec"], "sourcez": []}}, "spec.sourcez", "allowed fields here: image"),
     ({**BASE, "spec": {**BASE["spec"], "sources": []}}, "spec.sources", "at least 1"),
-    ({**BASE, "spec": {**BASE["spec"], "trigger": 10}}, "spec.trigger", "expected a string"),
+    ({**BASE, "spec": {**BASE["spec"], "trigger": 10}}, "spec.trigger",
+     "expected text, got the number 10: use a positive whole number and one unit"),
     ({**BASE, "spec": {**BASE["spec"], "executors": "three"}}, "spec.executors", "expected an integer"),
 ])
 def test_shape_errors_name_the_field(document, path, fragment):
@@ -266,3 +267,34 @@ def test_api_package_imports_no_spark_kopf_or_kubernetes():
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p.endswith("crds")) or "crds")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _with_source(**fields):
+    doc = copy.deepcopy(BASE)
+    doc["spec"]["sources"][0].update(fields)
+    return doc
+
+
+@pytest.mark.parametrize("document, path, fragment", [
+    # a value with no close match is a thing the API does not do, not a typo
+    (_with_source(format="avro"), "spec.sources[0].format", "'avro' is not supported; use one of 'json' or 'string'"),
+    (_with_source(format="jsn"), "spec.sources[0].format", "'jsn' is not allowed (did you mean 'json'?)"),
+    (_with_source(watermark=30), "spec.sources[0].watermark", "got the number 30: use a positive whole number"),
+    (app_with([], kafka={"bootstrapServers": "k:9092", "options": {"auto.offset.reset": "latest"}}),
+     "spec.kafka.options[auto.offset.reset]", "set startingOffsets (earliest | latest) on the source"),
+    (app_with([], kafka={"bootstrapServers": "k:9092", "options": {"group.id": "mine"}}),
+     "spec.kafka.options[group.id]", "consumer group streamapp.<namespace>.<app>.<query>"),
+    (app_with([{"aggregate": {"groupBy": ["user"], "columns": {"n": "count"}}}], emit="updates"),
+     "spec.streams[0].steps[0].aggregate.columns.n", "'count' names a function, not a column: an aggregate column is a call"),
+])
+def test_mistakes_a_kafka_or_ksql_user_makes_get_the_way_out(document, path, fragment):
+    found = validate(document)
+    assert any(i.path == path and fragment in i.message for i in found), [str(i) for i in found]
+
+
+def test_a_misspelt_group_column_is_named_once_not_suggested_back_downstream():
+    doc = app_with([{"aggregate": {"groupBy": ["userid"], "columns": {"n": "count(*)"}}}], emit="updates")
+    doc["spec"]["sinks"][0]["kafka"]["key"] = "user"
+    found = errors(doc)
+    assert [path for path, _ in found] == ["spec.streams[0].steps[0].aggregate.groupBy[0]"], found
+    assert "did you mean 'user'" in found[0][1]
