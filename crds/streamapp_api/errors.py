@@ -25,7 +25,7 @@ from .durations import (
 from .sources import BOOTSTRAP_PATTERN
 from .spec import APP_NAME_HELP, APP_NAME_PATTERN
 from .pods import LABEL_VALUE_PATTERN
-from .steps import ACCUMULATE_FUNCTIONS, ACCUMULATE_PATTERN
+from .steps import ACCUMULATE_FUNCTIONS, ACCUMULATE_PATTERN, KAFKA_STREAMS_STEPS, Step
 from .suggest import did_you_mean
 
 Loc = tuple[str | int, ...]
@@ -175,6 +175,9 @@ def _describe(error: ErrorDetails, root: type[BaseModel]) -> str:
         parent = model_at(root, loc[:-1])
         names = allowed_fields(parent) if parent else []
         allowed = ", ".join(names) if parent else "see kubectl explain streamapp"
+        if parent is Step and loc[-1] in KAFKA_STREAMS_STEPS:
+            return (f"unknown field {loc[-1]!r}: Kafka Streams' {loc[-1]} is the step {KAFKA_STREAMS_STEPS[str(loc[-1])]} "
+                    f"here; allowed fields here: {allowed}")
         return f"unknown field {loc[-1]!r}{did_you_mean(str(loc[-1]), names)}; allowed fields here: {allowed}"
     if kind == "missing":
         return "required field is missing"
@@ -198,6 +201,9 @@ def _describe(error: ErrorDetails, root: type[BaseModel]) -> str:
                     "bool_type": "true or false", "bool_parsing": "true or false", "float_type": "a number",
                     "dict_type": "a mapping", "model_type": "a mapping", "model_attributes_type": "a mapping",
                     "list_type": "a list"}[kind]
+        if kind == "list_type" and isinstance(value, str):
+            write = f": write [{value}]" if len(value) <= MAX_SHOWN and value.isprintable() else ""
+            return f"expected a list, got the text {shown(value)}{write}"
         return f"expected {expected}, got {type(value).__name__} {value!r}"
     return f"{error['msg']} (got {value!r})" if value is not None and not isinstance(value, dict | list) else error["msg"]
 

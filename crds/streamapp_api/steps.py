@@ -15,6 +15,19 @@ from .changes import RESTART, ChangeClass
 from .durations import Duration, cel_millis
 
 ACCUMULATE_FUNCTIONS = ("sum", "count", "min", "max", "avg", "first", "last")
+# Kafka Streams' operator names -> the step that does it here (docs/api.md, "Kafka Streams vocabulary"):
+# what an unknown step key named like one of them is told.
+KAFKA_STREAMS_STEPS = {
+    "map": "select (only these columns) or withColumns (add or replace)",
+    "mapValues": "withColumns (add or replace columns) or select",
+    "flatMap": "explode", "flatMapValues": "explode",
+    "selectKey": "keyBy",
+    "groupBy": "keyBy, then aggregate", "groupByKey": "aggregate",
+    "windowedBy": "window, then aggregate",
+    "count": "aggregate with a column count(*)", "reduce": "aggregate", "transformValues": "accumulate",
+    "suppress": "emit: final on the stream",
+    "split": "several streams reading the same from", "branch": "several streams reading the same from",
+}
 ACCUMULATE_PATTERN = r"^(" + "|".join(ACCUMULATE_FUNCTIONS) + r")\(.+\)$"
 AccumulateExpr = Annotated[str, Field(pattern=ACCUMULATE_PATTERN, max_length=1024)]
 _COLUMN_KEYS = cel(

@@ -135,6 +135,23 @@ def load_documents(text: str) -> tuple[list[tuple[Any, yaml.Node]], Issue | None
         return [], Issue("(yaml)", "nests mappings or lists deeper than can be read")
 
 
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """PyYAML's complaint in the words of the mistake behind it, with the column where it was noticed."""
+    problem = str(getattr(exc, "problem", None) or exc)
+    mark, context = getattr(exc, "problem_mark", None), getattr(exc, "context_mark", None)
+    column = f" (column {mark.column + 1})" if mark is not None else ""
+    if problem.startswith("expected <block end>"):
+        since = f" the block that starts on line {context.line + 1}" if context is not None else " the lines around it"
+        return (f"this line is indented differently from{since}{column}: give keys of one mapping, and items "
+                "of one list, the same indentation, with spaces")
+    if problem.startswith("mapping values are not allowed"):
+        return (f"a ': ' where none may stand{column}: a value holding ': ' needs quotes, and a nested mapping "
+                "starts on a line of its own, indented")
+    if "'\\t'" in problem or "\t" in problem:
+        return f"a tab{column}: YAML indents with spaces only"
+    return problem
+
+
 def check_text(text: str, file: str, policy: Policy | None = None) -> list[Report]:
     """Reports for every document of one YAML text, under ``policy`` (default: ``Policy()``)."""
     policy = policy if policy is not None else Policy()
@@ -143,7 +160,7 @@ def check_text(text: str, file: str, policy: Policy | None = None) -> list[Repor
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
-        return [Report(file, 0, None, [(Issue("(yaml)", f"not valid YAML: {getattr(exc, 'problem', exc)}"), line)])]
+        return [Report(file, 0, None, [(Issue("(yaml)", f"not valid YAML: {yaml_problem(exc)}"), line)])]
     if problem is not None:
         return [Report(file, 0, None, [(problem, 1)])]
     docs = [doc for doc, _ in loaded]

@@ -77,6 +77,20 @@ def test_yaml_syntax_error_points_at_the_line(tmp_path, capsys):
     assert f"{path}:" in out and "not valid YAML" in out
 
 
+@pytest.mark.parametrize("text, line, words", [
+    ("spec:\n  kafka:\n    bootstrapServers: k:9092\n   sources: []\n", 4,
+     "indented differently from the block that starts on line 2"),
+    ("spec:\n  kafka: bootstrapServers: k:9092\n", 2, "a value holding ': ' needs quotes"),
+    ("spec:\n\tkafka: {}\n", 2, "a tab (column 1): YAML indents with spaces only"),
+])
+def test_yaml_mistakes_are_told_as_the_mistake_not_the_parser_state(tmp_path, capsys, text, line, words):
+    path = tmp_path / "broken.yaml"
+    path.write_text(text)
+    code, out, _ = run(capsys, "validate", str(path))
+    assert code == 1 and f"{path}:{line}: error: (yaml): not valid YAML: " in out and words in out, out
+    assert "<block" not in out
+
+
 def test_missing_file_is_a_usage_error(tmp_path, capsys):
     code, _, err = run(capsys, "validate", str(tmp_path / "nope.yaml"))
     assert code == 2 and "cannot read" in err

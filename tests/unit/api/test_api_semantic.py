@@ -286,6 +286,10 @@ def _with_source(**fields):
      "spec.kafka.options[group.id]", "consumer group streamapp.<namespace>.<app>.<query>"),
     (app_with([{"aggregate": {"groupBy": ["user"], "columns": {"n": "count"}}}], emit="updates"),
      "spec.streams[0].steps[0].aggregate.columns.n", "'count' names a function, not a column: an aggregate column is a call"),
+    (app_with([{"mapValues": {"x": "1"}}]), "spec.streams[0].steps[0].mapValues",
+     "Kafka Streams' mapValues is the step withColumns (add or replace columns) or select here; allowed fields here: filter"),
+    (app_with([{"aggregate": {"groupBy": "user", "columns": {"n": "count(*)"}}}]),
+     "spec.streams[0].steps[0].aggregate.groupBy", "expected a list, got the text 'user': write [user]"),
 ])
 def test_mistakes_a_kafka_or_ksql_user_makes_get_the_way_out(document, path, fragment):
     found = validate(document)
