@@ -184,14 +184,15 @@ def _sizing(obs: Observed, app: StreamApp, settings: Settings, memory: Memory, n
     window = int(settings.scale_debounce.total_seconds())
     events: tuple[Event, ...] = ()
     progress = None
+    how = "rescaling the running driver in place" if spec.scaling.in_place else "restarting the driver with them"
     if verdict.pending is not None and verdict.pending != before:
         events = (Event("Normal", "ScalePending",
                         f"{tasks_words} want {verdict.pending.executors} executors "
-                        f"(running {current}); restarting once that holds for {window}s"),)
+                        f"(running {current}); {how} once that holds for {window}s"),)
     if verdict.pending is not None:
         progress = Cond("Progressing", True, "ScalePending",
                         f"{tasks_words} want {verdict.pending.executors} executors; "
-                        f"waiting {window}s for it to hold")
+                        f"waiting {window}s for it to hold, then {how}")
     executors = verdict.executors if desired is not None else (current or (obs.applied and obs.applied.executors))
     return _Sizing(_launch(executors, settings) if executors else None, desired, verdict.wait,
                    progress, events, replace(memory, pending_scale=verdict.pending),

@@ -201,12 +201,20 @@ def test_a_missing_input_topic_sizes_no_first_driver_and_keeps_a_running_one():
     assert running.status["executors"] == 2
 
 
+def test_the_scale_pending_event_says_the_running_driver_is_rescaled_in_place_by_default():
+    p = plan(world(partitions=8), SETTINGS, Memory(), T0)
+    assert [e.reason for e in p.events] == ["ScalePending"]
+    assert p.events[0].message.endswith("(running 2); rescaling the running driver in place once that holds for 60s")
+    assert cond(p.status, "Progressing") == ("True", "ScalePending")
+
+
 def test_partition_growth_is_debounced_then_restarts_with_more_executors():
     restart = {"scaling": {"rescale": "restart"}}
     p = plan(world(restart, partitions=8), SETTINGS, Memory(), T0)
     assert p.driver is None and p.memory.pending_scale == PendingScale(4, T0)
     assert cond(p.status, "Progressing") == ("True", "ScalePending")
     assert [e.reason for e in p.events] == ["ScalePending"]
+    assert p.events[0].message.endswith("(running 2); restarting the driver with them once that holds for 60s")
     assert p.requeue == timedelta(seconds=60)  # looks again when the window ends, not at the next resync
     waiting = plan(world(restart, partitions=8), SETTINGS, p.memory, T0 + timedelta(seconds=30))
     assert waiting.driver is None and waiting.events == ()  # one event per decision, not per look
