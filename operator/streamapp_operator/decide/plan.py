@@ -205,8 +205,13 @@ def _rule_status(obs: Observed, spec: StreamAppSpec, desired: int | None, tasks_
     if desired is None:
         return None
     mode = spec.scaling_mode
-    reason = "spec.executors" if mode == "manual" else \
-        f"{tasks_words} ÷ {spec.executor.cores} cores per executor, within minExecutors..maxExecutors"
+    if mode == "manual" and spec.scaling.mode is None:  # kubectl scale or an HPA set spec.executors
+        reason = ("spec.executors (kubectl scale and an HPA set it; remove spec.executors to follow the partitions "
+                  "again, or set scaling.mode)")
+    elif mode == "manual":
+        reason = "spec.executors"
+    else:
+        reason = f"{tasks_words} ÷ {spec.executor.cores} cores per executor, within minExecutors..maxExecutors"
     before = obs.status.get("scaling") or {}
     changed = before.get("mode") != mode or before.get("target") != desired
     return {"mode": mode, "target": desired, "reason": reason,

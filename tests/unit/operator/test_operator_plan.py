@@ -331,3 +331,9 @@ def test_status_reports_the_shuffle_partitions_the_driver_reports(pod, reported,
     obs = replace(obs, progress=Progress(shuffle_partitions=reported))
     state = plan(obs, SETTINGS, Memory(), T0).status["state"]
     assert state.get("shufflePartitions") == expected
+
+
+def test_a_count_set_by_kubectl_scale_says_how_to_follow_the_partitions_again():
+    p = plan(world({"executors": 3}), SETTINGS, Memory(), T0)
+    assert p.status["scaling"]["mode"] == "manual"
+    assert "remove spec.executors to follow the partitions again" in p.status["scaling"]["reason"]
