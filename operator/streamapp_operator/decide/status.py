@@ -70,17 +70,23 @@ def fold_status(old: dict[str, Any], *, phase: str, message: str, conditions: li
 OWNED: tuple[str, ...] = tuple(f.alias or name for name, f in StreamAppStatus.model_fields.items())
 
 
+def _replacing(before: Any, value: Any) -> Any:
+    """``value`` as a merge patch over ``before``: keys of ``before`` it lacks become null, at every depth."""
+    if not (isinstance(before, dict) and isinstance(value, dict)):
+        return value
+    return {**{k: _replacing(before.get(k), v) for k, v in value.items()}, **{k: None for k in before if k not in value}}
+
+
 def status_patch(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     """A merge patch turning ``old`` into ``new`` (keys the operator owns and no longer sets become null,
-    also inside objects such as lastRestart: a merge patch would otherwise keep their old keys)."""
+    also inside objects at any depth, such as lastRestart or scaling.lastRescale: a merge patch would
+    otherwise keep their old keys)."""
     patch: dict[str, Any] = {}
     for key, value in new.items():
         before = old.get(key)
         if before == value:
             continue
-        if isinstance(before, dict) and isinstance(value, dict):
-            value = {**value, **{k: None for k in before if k not in value}}
-        patch[key] = value
+        patch[key] = _replacing(before, value)
     for key in OWNED:
         if key in old and key not in new:
             patch[key] = None

@@ -143,6 +143,11 @@ def test_condition_keeps_its_transition_time_while_unchanged():
      {"lastRestart": {"time": "t2", "reason": "DriverDeleted"}},
      {"lastRestart": {"time": "t2", "reason": "DriverDeleted", "exitCode": None}}),
     ({"lastRestart": {"time": "t1", "reason": "Rescale"}}, {"lastRestart": {"time": "t1", "reason": "Rescale"}}, {}),
+    # at every depth: a second rescale's record must not keep the first one's appliedTime, or it reads
+    # as applied already and is never recorded as applied
+    ({"scaling": {"mode": "partitions", "lastRescale": {"from": 2, "to": 4, "method": "InPlace", "appliedTime": "t1"}}},
+     {"scaling": {"mode": "partitions", "lastRescale": {"from": 4, "to": 6, "method": "InPlace"}}},
+     {"scaling": {"mode": "partitions", "lastRescale": {"from": 4, "to": 6, "method": "InPlace", "appliedTime": None}}}),
 ])
 def test_status_patch_writes_only_differences(old, new, patch):
     assert status_patch(old, new) == patch
