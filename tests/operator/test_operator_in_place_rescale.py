@@ -90,6 +90,21 @@ def test_kubectl_scale_is_applied_by_the_running_driver_without_a_restart(cluste
     assert not [e for e in cluster.events("app") if e["reason"] in ("Restarting", "RescaleFallback")]
 
 
+def test_a_second_rescale_in_place_is_recorded_as_applied_too(cluster, kafka):
+    pod = started(cluster, kafka)
+    with driver_metrics(cluster, pod, applies=True):
+        for before, count in ((2, 4), (4, 3)):
+            cluster.kubectl("scale", "sapp/app", f"--replicas={count}")
+            status = wait_for(f"the rescale to {count} applied in place", touched(cluster, lambda: (
+                (s := cluster.status("app")).get("executors") == count
+                and ((s.get("scaling") or {}).get("lastRescale") or {}).get("to") == count
+                and s["scaling"]["lastRescale"].get("appliedTime") and s)), timeout=90, every=3)
+            last = status["scaling"]["lastRescale"]
+            assert (last["from"], last["method"]) == (before, "InPlace") and last["appliedTime"] >= last["time"], last
+            cluster.event("app", "Rescaled", f"{before} → {count} executors in place (the driver applied it within")
+    assert cluster.driver("app")["metadata"]["uid"] == pod["metadata"]["uid"], "the driver was replaced"
+
+
 def test_a_driver_that_cannot_rescale_in_place_is_restarted_with_the_count_and_that_is_recorded(cluster, kafka):
     pod = started(cluster, kafka)
     with driver_metrics(cluster, pod, applies=False) as metrics:
