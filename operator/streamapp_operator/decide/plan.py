@@ -276,9 +276,14 @@ def _status(obs: Observed, app: StreamApp, change: Change, driver: DriverOutcome
 
 
 def _executors(obs: Observed) -> int | None:
-    """The count the driver runs with: what it reports applied, else what it was started with or asked for."""
+    """The count the driver runs with: what it reports applied, else what it was started with. A count
+    asked of it in place is not what it runs until it reports it: until then, the count status had."""
     reported = obs.progress.executors_target
-    return reported if reported is not None else obs.driver.executors
+    if reported is not None:
+        return reported
+    if obs.driver.executors_asked_at is not None:
+        return obs.status.get("executors") or None
+    return obs.driver.executors
 
 
 # Ready reasons of an app on its way up as expected: nothing for `kubectl get` to point at.

@@ -108,6 +108,16 @@ def test_the_driver_applying_the_count_is_told_once_and_status_follows_it():
     assert again.events == () and again.status["scaling"] == p.status["scaling"]
 
 
+def test_a_count_asked_but_not_reported_applied_is_not_shown_as_running():
+    first = plan(scaled(), SETTINGS, Memory(), T0)
+    silent = plan(asked(first.status), SETTINGS, Memory(), T0 + timedelta(seconds=10))  # no metrics read yet
+    assert silent.status["executors"] == 2 and silent.status["desiredExecutors"] == 4
+    old = plan(asked(silent.status, executors_target=2, read_at=T0), SETTINGS, Memory(), T0 + timedelta(seconds=20))
+    assert old.status["executors"] == 2
+    applied = plan(asked(old.status, executors_target=4, read_at=T0), SETTINGS, Memory(), T0 + timedelta(seconds=25))
+    assert applied.status["executors"] == 4
+
+
 def test_a_driver_that_does_not_apply_it_is_restarted_with_the_count_and_that_is_recorded():
     first = plan(scaled(), SETTINGS, Memory(), T0)
     waiting = plan(asked(first.status, executors_target=2, read_at=T0), SETTINGS, Memory(), T0 + timedelta(seconds=30))
