@@ -2,5 +2,5 @@
 (data plane), and the operator on the test bed's API server with kwok nodes (control plane).
 
 `python -m streamapp_bench` (what `make bench` runs) writes bench/results/<name>.json and renders the
-table between the bench markers of README.md.
+tables between the bench markers of bench/README.md.
 """

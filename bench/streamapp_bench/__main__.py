@@ -1,4 +1,4 @@
-"""`python -m streamapp_bench`: run the benches, write bench/results/<name>.json, render the README.
+"""`python -m streamapp_bench`: run the benches, write bench/results/<name>.json, render bench/README.md.
 
 Each bench starts the test bed parts it needs and stops them when it ends. Adding one (recovery on a
 real cluster, issue 6) is a module with `run(bed, workdir, **options) -> dict`, an entry in BENCHES
@@ -141,14 +141,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--timeout", type=float, default=900, help="per engine run / per wait")
     p.add_argument("--results", type=Path, default=BENCH_DIR / "results")
     p.add_argument("--readme", type=Path, default=None,
-                   help="'-': do not render (default: README.md; with --quick, README.md in the results folder)")
+                   help="'-': do not render (default: bench/README.md; with --quick, README.md in the results folder)")
     p.add_argument("--keep-workdir", action="store_true", help="keep each bench's work folder (operator log, profile)")
     args = p.parse_args(argv)
     if args.quick:  # the quick values where the command line gave none
         p.set_defaults(**QUICK)
         args = p.parse_args(argv)
     if args.readme is None:
-        args.readme = args.results / "README.md" if args.quick else REPO_DIR / "README.md"
+        args.readme = args.results / "README.md" if args.quick else BENCH_DIR / "README.md"
     unknown = set(args.benches) - set(BENCHES) - {"all"}
     if unknown:
         p.error(f"unknown bench {', '.join(sorted(unknown))}; known: {', '.join(BENCHES)}, all")

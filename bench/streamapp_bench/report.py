@@ -1,4 +1,4 @@
-"""bench/results/<name>.json → the tables between the bench markers of README.md."""
+"""bench/results/<name>.json → the tables between the bench markers of bench/README.md."""
 
 from __future__ import annotations
 

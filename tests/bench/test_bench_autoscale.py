@@ -1,5 +1,5 @@
 """The autoscale bench's figures from per-second samples: decision, executors running tasks, lag back,
-restarts, changes under steady load; the exact row reference; the table the README shows."""
+restarts, changes under steady load; the exact row reference; the table bench/README.md shows."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Rounds of interleaved runs: the order they run in, medians with their spread, ratios within a round,
-the data plane's figures and README table from a saved results file, and what --quick changes."""
+the data plane's figures and bench/README.md table from a saved results file, and what --quick changes."""
 
 from __future__ import annotations
 
@@ -164,10 +164,10 @@ def test_the_first_run_of_each_engine_decides_the_backlog_of_all_its_rounds(monk
 def test_the_readme_table_shows_medians_with_their_spread_and_the_ratios_per_round(tmp_path):
     from streamapp_bench import report
 
-    readme = tmp_path / "README.md"
-    readme.write_text(f"# x\n\n## Figures\n\n{report.BEGIN}\nold\n{report.END}\nafter\n")
+    readme = tmp_path / "bench" / "README.md"
     results = tmp_path / "bench" / "results"
     results.mkdir(parents=True)
+    readme.write_text(f"# x\n\n## Figures\n\n{report.BEGIN}\nold\n{report.END}\nafter\n")
     (results / "dataplane.json").write_text(json.dumps(saved_dataplane()))
     report.update_readme(readme, results)
     text = readme.read_text()
@@ -183,7 +183,7 @@ def test_the_readme_table_shows_medians_with_their_spread_and_the_ratios_per_rou
     assert "Windowed p99 at 25,000 events/s: 5.70 s (misses ≤ 1 s)." in text
     assert "(c) at N = 3,000,000 wrote output for 16 s (200,000 events/s)" in text
     assert "Runs that still wrote output for less than 30 s: (c) 25 s (round 3)." in text
-    assert "](bench/results/dataplane-throughput.png)" in text and "](bench/results/dataplane-latency.png)" in text
+    assert "](results/dataplane-throughput.png)" in text and "](results/dataplane-latency.png)" in text
     assert "--quick" not in text
 
 
@@ -202,7 +202,7 @@ def test_quick_changes_only_what_the_command_line_left_open():
 
     full = parse([])
     assert full.benches == list(DEFAULT_BENCHES) and (full.n, full.rounds, full.min_seconds) == (5_000_000, 3, 30)
-    assert full.results == BENCH_DIR / "results" and full.readme.name == "README.md" and not full.quick
+    assert full.results == BENCH_DIR / "results" and full.readme == BENCH_DIR / "README.md" and not full.quick
     quick = parse(["dataplane", "--quick", "--rounds", "3"])
     assert (quick.n, quick.rounds, quick.live_seconds) == (500_000, 3, 10)
     assert quick.results == BENCH_DIR / "results-quick" and quick.readme == BENCH_DIR / "results-quick" / "README.md"
