@@ -29,18 +29,31 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         "or 9090; 0 picks a free one; -1 disables)")
 
 
-def load_app(path: str):
+def load_app(path: str, command: str = "streamapp run"):
     from streamapp_api import InvalidSpec, load
 
     try:
         document = yaml.safe_load(Path(path).read_text())
     except (OSError, yaml.YAMLError) as exc:
-        raise SystemExit(f"streamapp run: cannot read {path}: {exc}") from exc
+        raise SystemExit(f"{command}: cannot read {path}: {exc}") from exc
     try:
         return load(document)
     except InvalidSpec as exc:
         lines = "\n  ".join(str(i) for i in exc.issues)
-        raise SystemExit(f"streamapp run: {path} is not a valid StreamApp:\n  {lines}") from exc
+        raise SystemExit(f"{command}: {path} is not a valid StreamApp:\n  {lines}") from exc
+
+
+def postgres_flags(items: list[str]) -> dict[str, str]:
+    """``--postgres SECRET=URI`` flags -> {secret: uri}; SettingsError for one that is not."""
+    from streamapp_runtime.run.settings import SettingsError
+
+    postgres = {}
+    for item in items:
+        name, sep, uri = item.partition("=")
+        if not sep or not uri:
+            raise SettingsError(f"--postgres {item!r}: expected SECRET=postgresql://...")
+        postgres[name] = uri
+    return postgres
 
 
 def run(args: argparse.Namespace) -> int:
@@ -53,12 +66,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         given = parse_properties(Path(args.spark_conf).read_text(), args.spark_conf) if args.spark_conf else {}
         given = expand_env(given, dict(os.environ), args.spark_conf or "spark.properties")
-        postgres = {}
-        for item in args.postgres:
-            name, sep, uri = item.partition("=")
-            if not sep or not uri:
-                raise SettingsError(f"--postgres {item!r}: expected SECRET=postgresql://...")
-            postgres[name] = uri
+        postgres = postgres_flags(args.postgres)
         port = None if args.metrics_port is None else (None if args.metrics_port < 0 else args.metrics_port)
         settings = from_environment(checkpoint=args.checkpoint, app_name=app.metadata.name, kafka=args.kafka,
                                     available_now=args.available_now, console=args.console, spark_conf=given,

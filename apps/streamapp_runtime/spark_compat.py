@@ -235,6 +235,13 @@ def fs_names(spark, location: str) -> list[str]:
     return sorted(status.getPath().getName() for status in fs.listStatus(path))
 
 
+def fs_delete_tree(spark, location: str) -> bool:
+    """Delete a folder and everything under it (an object store: every object of the prefix); False
+    when nothing was there."""
+    fs, path = _fs_path(spark, location)
+    return bool(fs.exists(path)) and bool(fs.delete(path, True))
+
+
 # Named sources (Spark 4.2, experimental): with source evolution on, the runtime names every Kafka
 # reader after its source or table, and a checkpoint made with offset log format 2 keys its offsets (and
 # so its state) by those names, so a source can be added to or removed from a query. Not on by default:

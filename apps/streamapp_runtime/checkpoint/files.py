@@ -81,6 +81,18 @@ def names(location: str) -> list[str]:
     return sorted(os.listdir(path)) if os.path.isdir(path) else []
 
 
+def delete_tree(location: str) -> bool:
+    """Delete a folder and everything under it; False when nothing was there."""
+    if not is_local(location):
+        spark, compat = _spark(location)
+        return compat.fs_delete_tree(spark, location)
+    path = local_path(location)
+    if not os.path.exists(path):
+        return False
+    shutil.rmtree(path)
+    return True
+
+
 def is_folder(location: str) -> bool:
     """Whether the location is a folder (False when nothing is there)."""
     return os.path.isdir(_local_only(location, "listed as a tree"))
@@ -102,5 +114,5 @@ def _local_only(location: str, what: str) -> str:
     return local_path(location)
 
 
-__all__ = ["UnsupportedLocation", "copy_file", "is_folder", "is_local", "join", "local_path", "names", "read_text",
+__all__ = ["UnsupportedLocation", "copy_file", "delete_tree", "is_folder", "is_local", "join", "local_path", "names", "read_text",
            "write_text"]

@@ -35,7 +35,7 @@ from streamapp_runtime.connections import admin_config
 from streamapp_runtime.run.consumer_groups import Offsets
 from streamapp_runtime.run.dead_letter_cursor import (Coverage, bad_count, batch_begin, batch_offsets, initial_offsets,
                                                       last_committed_offsets, merge)
-from streamapp_runtime.sinks.dead_letter_topic import DeadLetterSink
+from streamapp_runtime.sinks.dead_letter_topic import DeadLetterSink, writer_name
 
 log = logging.getLogger("streamapp.runtime")
 
@@ -145,7 +145,7 @@ class DeadLetterWriter:
         if not end:
             return
         if owned.sink is None:
-            owned.sink = self.open_sink(f"streamapp.{contract.dlq_query(owned.source.name)}.{progress['id']}")
+            owned.sink = self.open_sink(writer_name(owned.source.name, progress["id"]))
         if owned.committed is None:
             owned.committed = owned.sink.cursor(sorted(end))
             # No cursor, and the app ran a dead-letter query before: that query wrote up to its last batch.

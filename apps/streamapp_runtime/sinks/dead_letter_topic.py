@@ -13,11 +13,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
+from streamapp_api import contract
+
 from streamapp_runtime.connections import librdkafka_client
 from streamapp_runtime.sinks.kafka_transactions import CLIENT_TIMEOUT_S, TRANSACTION_TIMEOUT_MS, committed, produce_all
 
 log = logging.getLogger("streamapp.runtime")
 Offsets = dict[tuple[str, int], int]
+
+
+def writer_name(source: str, owner_query_id: str) -> str:
+    """The cursor group (and, with exactly-once, the transactional id) of a source's dead letters:
+    the source and the id of the query that counts its bad records (its checkpoint's). Pure."""
+    return f"streamapp.{contract.dlq_query(source)}.{owner_query_id}"
 
 
 class DeadLetterSink:
