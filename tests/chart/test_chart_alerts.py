@@ -22,11 +22,15 @@ SERIES = [
     (f"streamapp_source_lag_records{{{APP}, {LAG}}}", "20000+500x60"),
     (f"streamapp_last_batch_timestamp_seconds{{{APP}, query=\"q\"}}", "60x60"),
     (f"streamapp_query_active{{{APP}, query=\"q\"}}", "1x60"),
+    # orders: 100 records a minute of source clicks go to the dead-letter topic (1.7/s).
+    (f"streamapp_dead_letter_records_total{{{APP}, source=\"clicks\"}}", "0+100x60"),
     # calm: never restarted, a steady lag, a batch every minute (the value is the current time).
     (f"streamapp_operator_driver_restarts_total{{{CALM}}}", "0x60"),
     (f"streamapp_source_lag_records{{{CALM}, {LAG}}}", "20000x60"),
     (f"streamapp_last_batch_timestamp_seconds{{{CALM}, query=\"q\"}}", "0+60x60"),
     (f"streamapp_query_active{{{CALM}, query=\"q\"}}", "1x60"),
+    # calm: one dead letter a minute, below the default threshold (0.1/s).
+    (f"streamapp_dead_letter_records_total{{{CALM}, source=\"clicks\"}}", "0+1x60"),
     # The operator: errors on every reconcile, one app Failed. No duration histogram: it looks absent.
     ('streamapp_operator_reconciles_total{result="error"}', "0+5x60"),
     ('streamapp_operator_apps{phase="Failed"}', "1x60"),
@@ -65,6 +69,8 @@ def test_alerts_fire_on_what_they_name(tmp_path: Path):
                 _alert("StreamAppOperatorErrors", "30m", {"severity": "warning"}),
                 _alert("StreamAppFailed", "30m", {"phase": "Failed", "severity": "critical"}),
                 _alert("StreamAppOperatorAbsent", "30m", {"severity": "critical"}),
+                _alert("StreamAppDeadLetters", "5m"),  # above the threshold, but not for 10m yet
+                _alert("StreamAppDeadLetters", "30m", {**orders("warning"), "source": "clicks"}),
             ],
         }],
     }

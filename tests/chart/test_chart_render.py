@@ -75,6 +75,32 @@ def test_watch_namespaces_get_a_role_each_and_a_flag_each():
     assert [d["metadata"]["name"] for d in by_kind(docs, "ClusterRole")] == ["streamapp-streamapp-operator-webhook"]
 
 
+@pytest.mark.parametrize(("release", "sets", "fullname"), [
+    ("streamapp-operator", (), "streamapp-operator"),  # the name the README installs under: not doubled
+    ("prod-streamapp-operator", (), "prod-streamapp-operator"),  # a release name holding the chart's
+    ("streamapp", (), "streamapp-streamapp-operator"),  # the test bed's and the demo's release
+    ("streamapp", ("nameOverride=ops",), "streamapp-ops"),
+    ("streamapp", ("fullnameOverride=stream-ops",), "stream-ops"),
+])
+def test_object_names_follow_helms_fullname_convention(release, sets, fullname):
+    argv = ["template", release, str(CHART), "--namespace", NAMESPACE]
+    for item in (*ALL_ON, *sets):
+        argv += ["--set", item]
+    docs = [d for d in yaml.safe_load_all(helm(*argv).stdout) if d]
+    deployment = one(docs, "Deployment")
+    assert deployment["metadata"]["name"] == fullname
+    assert one(docs, "ServiceAccount")["metadata"]["name"] == fullname
+    assert one(docs, "PrometheusRule")["metadata"]["name"] == fullname
+    assert one(docs, "ClusterRole", "-webhook")["metadata"]["name"] == f"{fullname}-webhook"
+    # every object of the release carries the name once, never the chart's name twice
+    for doc in docs:
+        if doc["kind"] != "CustomResourceDefinition":
+            name = doc["metadata"]["name"]
+            assert name.startswith(fullname) and "streamapp-operator-streamapp-operator" not in name, name
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert f"--webhook-service={fullname}-webhook.{NAMESPACE}" in args
+
+
 def test_cluster_wide_option():
     docs = render("rbac.clusterWide=true", *ALL_ON)
     assert not by_kind(docs, "Role") and not by_kind(docs, "RoleBinding")
@@ -216,7 +242,7 @@ def test_the_charts_policy_defaults_are_the_operators():
 
 @pytest.mark.parametrize("registry", ["registry.example.com/team", "127.0.0.1:5000/", "r.example:443"])
 def test_image_registry_prefixes_the_operator_image_the_runtime_image_and_the_policy(registry):
-    """Where `make push REGISTRY=...` put both images (README, "Run it on your cluster")."""
+    """Where `make push REGISTRY=...` put both images (docs/install.md, step 1)."""
     from streamapp_api.version import __version__
 
     prefix = registry.rstrip("/")

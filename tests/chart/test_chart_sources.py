@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -81,3 +83,19 @@ def test_chart_files_stay_small():
             if path.parent.name == "crds":
                 continue  # generated
             assert len(path.read_text().splitlines()) <= 420, path
+
+
+# "Kubernetes ≥ 1.30", "Kubernetes >= 1.30", "Kubernetes version 1.30", "Kubernetes 1.30+", "... 1.30 or later"
+KUBERNETES_MINIMUM = re.compile(r"Kubernetes\s*(?:(?:≥|>=|version|at least)\s*v?(1\.\d+)|v?(1\.\d+)(?:\+|\s+or\s+(?:later|newer)))")
+
+
+def test_chart_kube_version_is_the_minimum_the_readmes_name():
+    chart = load_yaml(CHART / "Chart.yaml")
+    floor = re.fullmatch(r">=\s*v?(\d+\.\d+)\.0(?:-0)?", chart["kubeVersion"])
+    assert floor, f"Chart.yaml kubeVersion {chart['kubeVersion']!r}: expected '>=1.N.0-0'"
+    said = {}
+    for readme in (REPO_DIR / "README.md", CHART / "README.md"):
+        said[readme.relative_to(REPO_DIR)] = {a or b for a, b in KUBERNETES_MINIMUM.findall(readme.read_text())}
+    assert said[Path("README.md")], "README.md names no minimum Kubernetes version (\"Kubernetes ≥ 1.N\")"
+    wrong = {str(path): versions for path, versions in said.items() if versions - {floor.group(1)}}
+    assert not wrong, f"Chart.yaml requires Kubernetes >= {floor.group(1)}, the READMEs say {wrong}"

@@ -109,6 +109,12 @@ What the operator does through the API server. Kept next to the operator's code 
 {{- mul $n (get $f $u) -}}
 {{- end -}}
 
+{{/* An alert's runbook: (list .Values.prometheusRule "AlertName") -> "<runbookURL>#alertname", the
+anchor GitHub and most Markdown renderers give the heading "## AlertName" of docs/runbooks.md. */}}
+{{- define "streamapp-operator.runbook" -}}
+{{- printf "%s#%s" (index . 0).runbookURL (lower (index . 1)) | quote -}}
+{{- end -}}
+
 {{/* "<image.registry>/<repository>" (no registry: the repository alone). */}}
 {{- define "streamapp-operator.inRegistry" -}}
 {{- $registry := trimSuffix "/" (index . 0) -}}
