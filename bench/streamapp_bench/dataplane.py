@@ -300,7 +300,7 @@ def run(bed, workdir: Path, n: int, partitions: int, live_seconds: float, max_of
     base = engines.Run(bootstrap, "", "", workdir, "updates", max_offsets, partitions)
     measured = dataplane_figures.in_order([*engines_to_run, *variants, *(("raw",) if not only or "raw" in only else ())])
     # every other round reversed: on a shared machine the last run of a round was the slowest of it in 4
-    # of 6 rounds whatever engine it was (docs/runtime.md, "Speed"), so no engine always goes last
+    # of 6 rounds whatever engine it was (bench/README.md, "Rounds"), so no engine always goes last
     result["order"] = rounds.interleave(measured, rounds_of_each, alternate=True)
     each = ThroughputRounds(bed, base, backlogs, n, min_seconds, timeout, first_n)
     runs: dict[str, list[dict]] = {e: [] for e in measured}

@@ -2,7 +2,7 @@
 overhead the StreamApp runtime is compared with. The runtime's state store and shuffle partitions
 (local[2], RocksDB with changelog checkpointing, shuffle partitions = input partitions, UI off), but
 Spark's own checkpoint file manager (the runtime writes a volume's checkpoint through Hadoop's
-FileSystem API: docs/runtime.md, "Speed").
+FileSystem API: bench/README.md, "How the data-plane figures were reached").
 
 (b₀) With PARTITIONS `defaults`, the same job as a user would first write it: Spark's own settings
 (200 shuffle partitions, the HDFS-backed state store), which the runtime's compiler chooses over.

@@ -1,7 +1,7 @@
 """`make push REGISTRY=...` against a real registry on 127.0.0.1 (CNCF Distribution, built from the Go
 module proxy): the image is in the registry under REGISTRY/streamapp/<name>:<version>, and it is
 the very image `make images` built (same config digest). The operator image only, to keep the test
-short (~20 s); the runtime image goes through the same script (measured by hand: README)."""
+short (~20 s); the runtime image goes through the same script (measured by hand: DEVELOPMENT.md, "How long")."""
 
 from __future__ import annotations
 

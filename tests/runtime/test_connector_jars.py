@@ -1,5 +1,5 @@
-"""`streamapp jars` then `streamapp run`, as a user outside the test bed does (README, "Run
-streamapp locally"): the connector resolved by Maven into the user cache, found there by the run
+"""`streamapp jars` then `streamapp run`, as a user outside the test bed does (docs/install.md,
+"Run a StreamApp without Kubernetes"): the connector resolved by Maven into the user cache, found there by the run
 without STREAMAPP_SPARK_JARS, and real Spark reading and writing real Kafka with it."""
 
 from __future__ import annotations
