@@ -104,7 +104,7 @@ images: deps
 	@$(CLUSTER_ENV); bash testbed/cluster/docker.sh bash testbed/cluster/images.sh
 
 # `make images REGISTRY=registry.example.com/team push`: REGISTRY/streamapp/operator:VERSION and
-# REGISTRY/streamapp/runtime:VERSION, for the chart's image.registry (README, "Run it on your cluster").
+# REGISTRY/streamapp/runtime:VERSION, for the chart's image.registry (docs/install.md).
 # PUSH_IMAGES=operator (or runtime) pushes one of them.
 REGISTRY ?=
 push: push-registry-given images
@@ -129,7 +129,7 @@ e2e: cluster-deps images
 e2e-kind: deps
 	@$(CLUSTER_ENV); PYTHON=$(PYTHON) bash testbed/cluster/e2e-kind.sh $(PYTEST_ARGS)
 
-# The benchmarks of issue 7 (bench/): results in bench/results/*.json, the table in README.md.
+# The benchmarks (bench/): results in bench/results/*.json, the tables in bench/README.md.
 # Heavy: dataplane, realtime, controlplane and recovery by default, 44 min 22 s measured (bench/README.md "How long");
 # BENCH_ARGS passes options, e.g. BENCH_ARGS="dataplane --rounds 5", BENCH_ARGS="delivery autoscale",
 # or BENCH_ARGS="--quick" (minutes; results in bench/results-quick/, not over the project's figures).

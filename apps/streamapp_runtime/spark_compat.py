@@ -188,7 +188,7 @@ def file_system_checkpoint_manager(spark) -> str:
     Spark's default for a local path writes through Hadoop's FileContext, whose rename reads both
     paths as links and whose create sets the file's mode: without Hadoop's native library (no Maven
     artefact carries it) each of those forks ``readlink`` or ``chmod`` from the JVM, several processes
-    per checkpoint file and several files on every batch's path (the cost: docs/runtime.md, "Speed")."""
+    per checkpoint file and several files on every batch's path (the cost: bench/README.md, "How the data-plane figures were reached")."""
     jvm = spark.sparkContext._jvm
     for name in _FILE_SYSTEM_MANAGERS:
         try:

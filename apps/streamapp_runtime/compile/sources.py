@@ -46,7 +46,7 @@ def schema_ddl(schema: dict[str, str], corrupt: bool = False) -> str:
 # The JSON fast path (jvm/io/streamapp/runtime/FlatJson.java, built by `streamapp jars`): Jackson on
 # the value's bytes for flat schemas, with from_json for every record it does not answer. Spark's
 # from_json decodes each record through a new InputStreamReader, which the fast path skips (how much
-# faster on the data-plane bench: docs/runtime.md, "Speed"). spark.streamapp.fastJson=false turns it off.
+# faster on the data-plane bench: bench/README.md, "How the data-plane figures were reached"). spark.streamapp.fastJson=false turns it off.
 FAST_JSON_CLASS = "io.streamapp.runtime.FlatJson"
 FAST_JSON_CONF = "spark.streamapp.fastJson"
 _FAST_JSON_KINDS = {"string": "s", "long": "l", "bigint": "l", "int": "i", "integer": "i", "double": "d",
@@ -141,8 +141,8 @@ def _parse_json(raw: DataFrame, item: Source | Table, keep: list[Column]) -> Dat
     # true) is one filters are not pushed below. Without it Spark moves every later filter on the
     # parsed value under this projection, substituting the from_json call for each reference, and
     # parses each record three to five times. An explode of a one-element array did the same as a
-    # Generate node, outside whole-stage code generation, and was slower than this (docs/runtime.md,
-    # "Speed").
+    # Generate node, outside whole-stage code generation, and was slower than this (bench/README.md,
+    # "How the data-plane figures were reached").
     parsed = raw.select(*keep, F.when(F.spark_partition_id() >= 0, value).alias(PARSED))
     columns = [F.col(f"{PARSED}.`{name}`").alias(name) for name in schema]
     event_time = getattr(item, "event_time", None)
