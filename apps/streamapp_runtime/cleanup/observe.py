@@ -9,6 +9,7 @@ from streamapp_api.checkpoint import join
 
 from streamapp_runtime.checkpoint import files
 from streamapp_runtime.checkpoint.fence import Fence
+from streamapp_runtime.checkpoint.record import RECORD_FILE
 from streamapp_runtime.cleanup.leftovers import Found, LedgerRows, QueryFolder, query_id
 from streamapp_runtime.connections import postgres_uri
 from streamapp_runtime.sinks.postgres import BATCHES
@@ -25,21 +26,21 @@ def checkpoint_base(flag: str | None, environ: dict[str, str], app: StreamApp, l
 
 
 def read_checkpoint(base: str) -> tuple[str | None, tuple[QueryFolder, ...], dict[str, dict]]:
-    """(the base if anything is there, its query folders, each state generation's owner marker)."""
+    """(the base if a checkpoint is there, its query folders, each state generation's owner marker).
+    Empty folders are no checkpoint: an S3-compatible store may list them after their objects are gone."""
     entries = files.names(base)
-    if not entries:
-        return None, (), {}
     roots = [join(base, name) for name in entries if name.startswith(GENERATION_PREFIX)] or [base]
-    folders, owners = [], {}
-    for root in roots:
+    folders, owners, records = [], {}, False
+    for root in roots if entries else []:
         marker = Fence(root, owner="").read()
         if marker:
             owners[root] = marker
+        records = records or files.read_text(join(root, RECORD_FILE)) is not None
         for name in files.names(root):
             metadata = files.read_text(join(join(root, name), METADATA_FILE))
             if metadata is not None:
                 folders.append(QueryFolder(root, name, query_id(metadata)))
-    return base, tuple(folders), owners
+    return (base if folders or owners or records else None), tuple(folders), owners
 
 
 def read_kafka(admin) -> tuple[frozenset[str], frozenset[str]]:
