@@ -21,7 +21,8 @@ class MissingConnection(ValueError):
 
 
 def admin_config(options: dict[str, str]) -> dict[str, str]:
-    """Spark's ``kafka.``-prefixed options -> a confluent_kafka client configuration. Pure."""
+    """Spark's ``kafka.``-prefixed options -> a confluent_kafka client configuration: the credentials
+    read back from the Java client's form (``kafka_credentials.librdkafka_options``). Pure."""
     given = {k[len("kafka."):]: v for k, v in options.items() if k.startswith("kafka.")}
     return {"bootstrap.servers": given["bootstrap.servers"], "socket.timeout.ms": "10000",
             **contract.admin_client_options(given)}

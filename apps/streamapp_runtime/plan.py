@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from streamapp_api import Source, StreamApp, Table, contract, realtime, resolve
 from streamapp_api.checkpoint import query_checkpoint
 from streamapp_api.durations import spark_interval, trigger_interval
+from streamapp_api.kafka_credentials import java_options
 from streamapp_api.spec import Stream
 
 APPEND, UPDATE = "append", "update"
@@ -119,9 +120,11 @@ def topic_sources(app: StreamApp) -> dict[str, str]:
 
 
 def kafka_options(app: StreamApp, override: str | None, env_options: dict[str, str]) -> dict[str, str]:
-    """Options of every Kafka reader and writer (``kafka.``-prefixed, as Spark takes them)."""
+    """Options of every Kafka reader and writer (``kafka.``-prefixed, as Spark takes them): the spec's
+    and the Secret's (``env_options``), credentials as the Java client takes them
+    (``kafka_credentials.java_options``; ``connections.admin_config`` derives librdkafka's back)."""
     options = {"kafka.bootstrap.servers": override or app.spec.kafka.bootstrap_servers}
-    for key, value in {**(app.spec.kafka.options or {}), **env_options}.items():
+    for key, value in java_options({**(app.spec.kafka.options or {}), **env_options}).items():
         options[f"kafka.{key}"] = value
     return options
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+# An app's Kafka credentials, as each kind of client takes them (docs/kafka.md).
+from .kafka_credentials import librdkafka_options, option_key
 # spark.properties is written and read by one codec, whose reader is exactly its writer's inverse.
 from .properties import SPARK_PROPERTIES_FILE, PropertiesError, format_properties, parse_properties  # noqa: F401
 
@@ -33,26 +35,16 @@ def postgres_uri_env(secret_name: str) -> str:
 
 
 def kafka_env_options(environ: dict[str, str]) -> dict[str, str]:
-    """``STREAMAPP_KAFKA_SASL_JAAS_CONFIG=…`` → ``{'sasl.jaas.config': …}``."""
-    return {k[len(ENV_KAFKA_PREFIX):].lower().replace("_", "."): v for k, v in environ.items()
+    """``STREAMAPP_KAFKA_SASL_JAAS_CONFIG=…`` → ``{'sasl.jaas.config': …}`` (keys as the Secret's are read:
+    ``kafka_credentials.option_key``)."""
+    return {option_key(k[len(ENV_KAFKA_PREFIX):]): v for k, v in environ.items()
             if k.startswith(ENV_KAFKA_PREFIX) and len(k) > len(ENV_KAFKA_PREFIX)}
 
 
-# Which of an app's Kafka client options (spec.kafka.options and its Secret's keys) the operator's and
-# the runtime's own admin clients (librdkafka: partition counts, waiting for topics) take: how to reach
-# and authenticate to the cluster. A safe list, not a prefix: under ssl.* and sasl.* librdkafka also
-# loads code (ssl.engine.location), runs commands (sasl.kerberos.kinit.cmd), reads files of the
-# operator's pod (ssl.*.location) and fetches URLs (sasl.oauthbearer.token.endpoint.url).
-ADMIN_CLIENT_OPTIONS = frozenset({
-    "security.protocol", "sasl.mechanism", "sasl.mechanisms", "sasl.username", "sasl.password",
-    "ssl.ca.pem", "ssl.certificate.pem", "ssl.key.pem", "ssl.key.password", "ssl.endpoint.identification.algorithm",
-    "ssl.cipher.suites", "ssl.curves.list", "ssl.sigalgs.list", "enable.ssl.certificate.verification",
-})
-
-
 def admin_client_options(options: dict[str, str]) -> dict[str, str]:
-    """The options an admin client of ours takes from an app's (un-prefixed) Kafka client options."""
-    return {k: v for k, v in options.items() if k in ADMIN_CLIENT_OPTIONS}
+    """The options an admin client of ours (librdkafka) takes from an app's (un-prefixed) Kafka client
+    options: those on kafka_credentials.LIBRDKAFKA_OPTIONS, credentials derived from either flavour."""
+    return librdkafka_options(options)
 
 
 # --- rescale in place: the executor count a running driver is to have ----------------------------

@@ -16,6 +16,7 @@ from fnmatch import fnmatchcase
 from typing import Iterator, Mapping
 
 from ..errors import Issue, shown
+from ..kafka_credentials import LOGIN_MODULE, OAUTHBEARER_MODULE, PLAIN_MODULE, SCRAM_MODULE, option_key
 from ..sources import SPARK_MANAGED_KAFKA_OPTIONS
 
 # Plain client settings (the Java client's consumer, producer and admin configs, and librdkafka's for the
@@ -72,12 +73,8 @@ UNSAFE_KAFKA_OPTIONS: tuple[tuple[tuple[str, ...], str], ...] = (
 )
 # Login modules a sasl.jaas.config in the Secret may name: Kafka's own for PLAIN, SCRAM and OAUTHBEARER
 # (others read files: Kerberos keytabs; or fetch: JNDI, LDAP).
-SAFE_LOGIN_MODULES = frozenset({
-    "org.apache.kafka.common.security.plain.PlainLoginModule",
-    "org.apache.kafka.common.security.scram.ScramLoginModule",
-    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule",
-})
-_LOGIN_MODULE = re.compile(r"(?:^|;)\s*([^\s;]+)\s+(?:required|requisite|sufficient|optional)\b", re.IGNORECASE)
+# The JAAS line is read as kafka_credentials reads it (LOGIN_MODULE), which derives it for PLAIN and SCRAM.
+SAFE_LOGIN_MODULES = frozenset({PLAIN_MODULE, SCRAM_MODULE, OAUTHBEARER_MODULE})
 _KEY_CHARS = re.compile(r"^[a-z0-9._-]+$")
 # Kafka's own topics and its ecosystem's (offsets, transactions, KRaft metadata, Schema Registry, Confluent).
 INTERNAL_TOPICS = ("__*", "_schemas", "_confluent*")
@@ -92,8 +89,8 @@ def canonical_option(key: str) -> str:
 
 def secret_option(key: str) -> str:
     """A key of the Secret as the client reads it: through the driver's environment, lower-cased with
-    '_' as '.' (``contract.kafka_env_options``)."""
-    return key.strip().lower().replace("_", ".")
+    '_' as '.' (``contract.kafka_env_options``, ``kafka_credentials.option_key``)."""
+    return option_key(key)
 
 
 def _matches(key: str, patterns: tuple[str, ...]) -> bool:
@@ -124,7 +121,7 @@ def key_refusal(canonical: str, allow: tuple[str, ...]) -> str | None:
 
 
 def login_module_refusal(jaas: str) -> str | None:
-    modules = _LOGIN_MODULE.findall(jaas)
+    modules = LOGIN_MODULE.findall(jaas)
     unsafe = [m for m in modules if m not in SAFE_LOGIN_MODULES]
     if modules and not unsafe:
         return None

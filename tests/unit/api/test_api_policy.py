@@ -147,7 +147,7 @@ def test_the_operators_kafka_client_takes_only_safe_options():
              "plugin.library.paths": "/tmp/x.so", "ssl.engine.location": "/tmp/e.so", "sasl.kerberos.kinit.cmd": "sh",
              "ssl.ca.location": "/etc/shadow", "sasl.oauthbearer.token.endpoint.url": "http://169.254.169.254/"}
     assert contract.admin_client_options(given) == {
-        "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", "sasl.username": "u", "sasl.password": "p"}
+        "security.protocol": "SASL_SSL", "sasl.mechanisms": "PLAIN", "sasl.username": "u", "sasl.password": "p"}
 
 
 def test_the_api_alone_applies_no_policy():
