@@ -1,5 +1,6 @@
 """The test bed's PKI, made with the openssl command: a CA, the API server's serving certificate,
-an admin client certificate (group system:masters) and the service-account signing key pair."""
+an admin client certificate (group system:masters) and the service-account signing key pair; and the
+Kafka broker's own CA, serving and client certificates (``make_ca``, ``serving_cert``, ``client_cert``)."""
 
 from __future__ import annotations
 
@@ -51,15 +52,28 @@ def client_cert(pki: Pki, name: str, user: str, groups: tuple[str, ...] = ()) ->
     return pki.dir / f"{name}.crt", pki.dir / f"{name}.key"
 
 
-def make_pki(directory: Path, extra_ips: tuple[str, ...] = ()) -> Pki:
-    """`extra_ips`: more addresses the API server is reached at (the single-node cluster's node)."""
+def serving_cert(pki: Pki, name: str, subject_alt_names: list[str]) -> tuple[Path, Path]:
+    """A server certificate for these names (``DNS:localhost``, ``IP:127.0.0.1``)."""
+    _sign(pki, name, f"/CN={name}", "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
+          f"extendedKeyUsage=serverAuth\nsubjectAltName={','.join(subject_alt_names)}\n")
+    return pki.dir / f"{name}.crt", pki.dir / f"{name}.key"
+
+
+def make_ca(directory: Path, name: str = "streamapp-testbed-ca") -> Pki:
+    """A new CA in `directory` (ca.crt, ca.key), valid 30 days."""
     directory.mkdir(parents=True, exist_ok=True)
     pki = Pki(directory)
     run(
         ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", pki.ca_key, "-out", pki.ca_cert,
-         "-days", "30", "-subj", "/CN=streamapp-testbed-ca", "-addext", "basicConstraints=critical,CA:TRUE",
+         "-days", "30", "-subj", f"/CN={name}", "-addext", "basicConstraints=critical,CA:TRUE",
          "-addext", "keyUsage=critical,keyCertSign,cRLSign"]
     )  # fmt: skip
+    return pki
+
+
+def make_pki(directory: Path, extra_ips: tuple[str, ...] = ()) -> Pki:
+    """`extra_ips`: more addresses the API server is reached at (the single-node cluster's node)."""
+    pki = make_ca(directory)
     _sign(
         pki, "apiserver", "/CN=kube-apiserver",
         "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"

@@ -124,7 +124,7 @@ def _kafka_health(obs: Observed, memory: Memory) -> _KafkaHealth:
     if obs.kafka.error:
         # one event per outage: the status message holds the error once it has been reported
         told = obs.status.get("message") == obs.kafka.error
-        reason = "KafkaUnreachable"
+        reason = "KafkaAuthFailed" if obs.kafka.auth_failed else "KafkaUnreachable"
         if any(s.field == "spec.kafka.secretRef" for s in obs.missing_secrets):
             reason = "SecretMissing"  # not Kafka's fault: its credentials are not there
         return _KafkaHealth(Cond("Degraded", True, reason, obs.kafka.error),

@@ -42,6 +42,7 @@ class Kafka:
     error: str | None = None
     by_topic: tuple[tuple[str, int], ...] = ()  # each source topic's partition count
     missing_topics: tuple[str, ...] = ()
+    auth_failed: bool = False  # Kafka refused the app's credentials: the error says which Secret
 
 
 @dataclass(frozen=True)

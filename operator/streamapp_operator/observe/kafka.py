@@ -5,10 +5,16 @@ client options), its topic metadata kept for ``max_age`` seconds (the resync int
 thousand apps on one cluster cost one metadata request per interval rather than one client each. A
 topic an app names that the cached metadata lacks is looked up again at once (it may just have been
 created), at most once per ``min_age``.
+
+The client takes the app's credentials as the runtime's clients do (``contract.admin_client_options``:
+derived from either flavour of the Secret's keys, docs/kafka.md). A broker that refuses them (SASL
+authentication, a TLS handshake refused over a certificate) is told apart from one out of reach by
+librdkafka's log of the failure: ``KafkaAuthFailed``, naming the Secret.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -17,35 +23,73 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from streamapp_api import StreamApp, contract
+from streamapp_api.kafka_credentials import CredentialsError, secret_options
 
 from ..decide.world import Kafka
 
 TIMEOUT = 5.0
 IDLE = 600.0  # a cluster no app has asked about for this long loses its client
+# librdkafka's words for a broker that refused the client's credentials: SASL's, or TLS's over a
+# certificate (the client's refused, none given where one is required, the broker's not trusted).
+_REFUSED = re.compile(r"SASL authentication error|Authentication failed|SSL handshake failed|certificate",
+                      re.IGNORECASE)
+
+
+class AuthFailed(RuntimeError):
+    """Kafka refused the client's credentials (or they cannot be put together); the message says how."""
+
+
+class _ClientLog:
+    """A client's librdkafka log (errors only, ``log_level`` 3): the last failure it told, kept to say
+    why a request failed. Not printed: the reason reaches the app's status."""
+
+    def __init__(self) -> None:
+        self.refusal: str | None = None
+
+    def log(self, level: int, fmt: str, *args: object) -> None:
+        line = fmt % args if args else fmt
+        if _REFUSED.search(line):
+            self.refusal = re.sub(r"^(?:FAIL: )?\[thrd:[^\]]*\]:\s*", "", line)
 
 
 def client_conf(bootstrap: str, options: dict[str, str] | None, timeout: float) -> dict:
     conf = {"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout * 1000),
             "socket.connection.setup.timeout.ms": int(timeout * 1000), "log_level": 3}
-    conf.update(contract.admin_client_options(options or {}))
+    try:
+        conf.update(contract.admin_client_options(options or {}))
+    except CredentialsError as exc:
+        raise AuthFailed(str(exc)) from None
     return conf
 
 
-def _counts(admin: AdminClient, timeout: float) -> dict[str, int]:
-    metadata = admin.list_topics(timeout=timeout)
+def _admin(conf: dict) -> tuple[AdminClient, _ClientLog]:
+    log = _ClientLog()
+    return AdminClient({**conf, "logger": log}), log
+
+
+def _counts(admin: AdminClient, log: _ClientLog, timeout: float) -> dict[str, int]:
+    try:
+        metadata = admin.list_topics(timeout=timeout)
+    except KafkaException:
+        admin.poll(0)  # the log lines come through the client's queue
+        if log.refusal is not None:
+            raise AuthFailed(log.refusal) from None
+        raise
+    finally:
+        admin.poll(0)
     return {name: len(topic.partitions) for name, topic in metadata.topics.items() if topic.error is None}
 
 
 def topic_partitions(bootstrap: str, options: dict[str, str] | None = None, timeout: float = TIMEOUT) -> dict[str, int]:
     """Every topic's partition count (metadata of all topics: never auto-creates one)."""
-    return _counts(AdminClient(client_conf(bootstrap, options, timeout)), timeout)
+    return _counts(*_admin(client_conf(bootstrap, options, timeout)), timeout)
 
 
 @dataclass
 class _Cluster:
-    admin: AdminClient | None = None
+    admin: tuple[AdminClient, _ClientLog] | None = None
     counts: dict[str, int] | None = None
-    error: str | None = None
+    error: RuntimeError | None = None
     read_at: float = float("-inf")
     used_at: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -60,7 +104,7 @@ class PartitionCache:
         self._lock = threading.Lock()
 
     def counts(self, bootstrap: str, options: dict[str, str], wanted: list[str]) -> dict[str, int]:
-        """Partition counts (raises what the AdminClient raises, for ``observe`` to report)."""
+        """Partition counts (raises what the AdminClient raises, or AuthFailed, for ``observe`` to report)."""
         conf = client_conf(bootstrap, options, self.timeout)
         key = tuple(sorted(conf.items()))
         now = time.monotonic()
@@ -82,13 +126,16 @@ class PartitionCache:
             if stale:
                 try:
                     if cluster.admin is None:
-                        cluster.admin = AdminClient(conf)
-                    cluster.counts, cluster.error = _counts(cluster.admin, self.timeout), None
+                        cluster.admin = _admin(conf)
+                    cluster.counts, cluster.error = _counts(*cluster.admin, self.timeout), None
+                except AuthFailed as exc:
+                    cluster.admin, cluster.counts, cluster.error = None, None, exc
                 except (KafkaException, ValueError, RuntimeError) as exc:
-                    cluster.admin, cluster.counts, cluster.error = None, None, str(exc) or type(exc).__name__
+                    cluster.admin, cluster.counts = None, None
+                    cluster.error = RuntimeError(str(exc) or type(exc).__name__)
                 cluster.read_at = time.monotonic()
             if cluster.error is not None:
-                raise RuntimeError(cluster.error)
+                raise cluster.error
             return cluster.counts
         finally:
             cluster.lock.release()
@@ -102,13 +149,17 @@ class Probe:
     options: tuple[tuple[str, str], ...]
     sources: tuple[str, ...]
     tables: tuple[str, ...]
+    secret: str | None = None  # spec.kafka.secretRef's name, for a message about its credentials
 
     @classmethod
     def of(cls, app: StreamApp, secret: dict[str, str] | None) -> "Probe":
+        """``secret``: the Secret's keys as written (``SASL_PASSWORD`` or ``sasl.password``)."""
         spec = app.spec
-        options = {**(spec.kafka.options or {}), **(secret or {})}
+        options = {**(spec.kafka.options or {}), **secret_options(secret or {})}
+        ref = spec.kafka.secret_ref
         return cls(spec.kafka.bootstrap_servers, tuple(sorted(options.items())),
-                   tuple(t for s in spec.sources for t in s.topic_list), tuple(t.topic for t in spec.tables))
+                   tuple(t for s in spec.sources for t in s.topic_list), tuple(t.topic for t in spec.tables),
+                   ref.name if ref else None)
 
     def observe(self, timeout: float = TIMEOUT, cache: PartitionCache | None = None) -> Kafka:
         inputs = [*self.sources, *self.tables]
@@ -117,6 +168,11 @@ class Probe:
                 counts = topic_partitions(self.bootstrap, dict(self.options), timeout)
             else:
                 counts = cache.counts(self.bootstrap, dict(self.options), inputs)
+        except AuthFailed as exc:
+            given = f"the credentials of Secret {self.secret} (spec.kafka.secretRef)" if self.secret else \
+                "the app without credentials (no spec.kafka.secretRef)"
+            return Kafka(error=f"Kafka at {self.bootstrap} refused {given}: {exc}; see docs/kafka.md for the "
+                               "Secret's keys", auth_failed=True)
         except (KafkaException, ValueError, RuntimeError) as exc:
             return Kafka(error=f"Kafka at {self.bootstrap} unreachable: {exc}")
         return Kafka(
