@@ -123,6 +123,8 @@ def test_cleanup_lists_then_deletes_what_one_app_left_and_nothing_of_another(
     for item in listed:
         by_kind.setdefault((item["kind"], item["action"]), set()).add(item["name"])
     assert by_kind[("consumer group", "delete")] == own
+    # the other app's writer and cursor share our query and source names: listed, kept
+    assert by_kind[("consumer group", "keep")] == kept - {contract.consumer_group("dev", name, KAFKA_QUERY)}
     assert by_kind[("transactional id", "keep")] == markers | {writer_name("orders", ids[KAFKA_QUERY])}
     assert by_kind[("dead-letter topic", "delete")] == {topics["dlq"]}
     assert by_kind[("sink topic", "keep")] == {topics["out"]}

@@ -65,6 +65,10 @@ def run(args: argparse.Namespace) -> int:
         items = leftovers.plan(app, namespace, queries, found, choices)
         live = leftovers.live_drivers(found.owners)
         print(render(items, args.output))
+        if found.checkpoint is None:
+            print(f"{COMMAND}: no checkpoint at {base}: the dead-letter cursors, exactly-once writers and ledger rows "
+                  "are told apart by the query ids in it, so none is deleted; give --checkpoint (a volume: where its "
+                  "claim is mounted)", file=sys.stderr)
         for reason in live:
             print(f"{COMMAND}: the checkpoint may still be in use: {reason}", file=sys.stderr)
         return act(items, live, admin, uris, args)

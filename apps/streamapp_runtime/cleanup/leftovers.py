@@ -96,6 +96,22 @@ def _marker_writers(groups: frozenset[str], query: str, checkpoint_id: str) -> l
                   and writer_id(query, checkpoint_id, int(g[len(prefix):])) == g)
 
 
+def _look_alikes(app: StreamApp, found: Found, queries: list[str], matched: set[str], where: str) -> list[Leftover]:
+    """Groups named like this app's dead-letter cursors or exactly-once writers whose query id is of no
+    checkpoint found here: kept, as another app may have sources and queries of the same names."""
+    cursors = [dead_letter_writer(s.name, "") for s in app.spec.sources]
+    writers = [writer_id(q, "", 0)[:-2] for q in queries]
+
+    def alike(group: str) -> bool:
+        rest = [group[len(p):] for p in cursors if group.startswith(p)]
+        tails = [group[len(p):].split(".") for p in writers if group.startswith(p)]
+        return any(r and "." not in r for r in rest) or any(len(t) == 2 and t[0] and t[1].isdigit() for t in tails)
+
+    return [Leftover("consumer group", g, where, KEEP, "named like this app's, of a checkpoint not found here (another "
+                     "app's with the same source or query names, or of a checkpoint deleted before): check it, delete "
+                     "it by hand") for g in sorted(found.groups - matched) if alike(g)]
+
+
 def kafka_leftovers(app: StreamApp, namespace: str, found: Found, queries: list[str], choices: Choices) -> list[Leftover]:
     where = f"Kafka {found.kafka}"
     ids = sorted({f.id for f in found.folders if f.id})
@@ -110,6 +126,8 @@ def kafka_leftovers(app: StreamApp, namespace: str, found: Found, queries: list[
         for name in _marker_writers(found.groups, folder.query, folder.id) if folder.id else []:
             out.append(Leftover("consumer group", name, where, DELETE, "an exactly-once writer's last committed batch"))
             out.append(Leftover("transactional id", name, where, KEEP, TRANSACTIONAL_ID_WHY))
+    out += _look_alikes(app, found, queries, {item.name for item in out} | {
+        contract.consumer_group(namespace, app.metadata.name, q) for q in queries}, where)
     topic = app.dead_letter_topic
     if topic and topic in found.topics:
         out.append(Leftover("dead-letter topic", topic, where, KEEP if choices.keep_dead_letter_topic else DELETE,

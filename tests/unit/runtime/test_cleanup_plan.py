@@ -48,10 +48,12 @@ MARKER = writer_id("to-kafka", ID, 1)
     ([LAG, LETTERS, MARKER], {("consumer group", LAG): DELETE, ("consumer group", LETTERS): DELETE,
                               ("transactional id", LETTERS): KEEP, ("consumer group", MARKER): DELETE,
                               ("transactional id", MARKER): KEEP}),
-    # another namespace's app of the same name, an app whose name starts like this one's, another
-    # checkpoint's writers and cursors: none of them
+    # another namespace's app of the same name, an app whose name starts like this one's: not listed
     ([contract.consumer_group("dev", "shop", "to-kafka"), contract.consumer_group("prod", "shop.eu", "to-kafka"),
-      writer_id("to-kafka", "7f00", 1), writer_name("orders", "7f00"), MARKER + "x", "streamapp.prod.shop"], {}),
+      MARKER + "x", MARKER + ".1", writer_name("orders", ID) + ".1", "streamapp.prod.shop"], {}),
+    # writers and cursors of a checkpoint not found here: listed, kept (another app's, or a deleted checkpoint's)
+    ([writer_id("to-kafka", "7f00", 1), writer_name("orders", "7f00")],
+     {("consumer group", writer_id("to-kafka", "7f00", 1)): KEEP, ("consumer group", writer_name("orders", "7f00")): KEEP}),
 ])
 def test_only_the_apps_own_groups_are_deleted(groups, want):
     items = plan(shop(), "prod", QUERIES, found(groups))
