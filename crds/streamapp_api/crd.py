@@ -129,6 +129,8 @@ PRINTER_COLUMNS = [
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     {"name": "Message", "type": "string", "jsonPath": ".status.message", "priority": 1,
      "description": "Why the app is in this phase, and what to do (kubectl get -o wide)."},
+    {"name": "UI", "type": "string", "jsonPath": ".status.uiURL", "priority": 1,
+     "description": "The driver's Spark UI (kubectl get -o wide)."},
 ]
 
 

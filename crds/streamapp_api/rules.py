@@ -34,6 +34,8 @@ SPARK_DECOMMISSION_CONF = (
     "spark.decommission.enabled", "spark.storage.decommission.enabled",
     "spark.storage.decommission.shuffleBlocks.enabled", "spark.storage.decommission.rddBlocks.enabled",
 )
+# The driver's Spark UI: on the port its Service points at, without links that kill a query's stages.
+SPARK_UI_CONF = ("spark.ui.port", "spark.ui.killEnabled")
 SPARK_MANAGED_CONF = (
     "spark.master", "spark.app.name", "spark.submit.deployMode",
     "spark.executor.instances", "spark.executor.cores", "spark.executor.memory", "spark.executor.memoryOverhead",
@@ -42,7 +44,7 @@ SPARK_MANAGED_CONF = (
     "spark.sql.streaming.stateStore.providerClass",
     "spark.kubernetes.namespace", "spark.kubernetes.container.image",
     REFUSED_FUNCTIONS_CONF, SQL_VARIABLE_SUBSTITUTE,
-    *_DRIVER_SCOPE_CONF, *SPARK_DECOMMISSION_CONF,
+    *_DRIVER_SCOPE_CONF, *SPARK_DECOMMISSION_CONF, *SPARK_UI_CONF,
 )
 # spark.authenticate*, spark.network.crypto.*: the operator authenticates and encrypts every app.
 _MANAGED_PREFIXES = ("spark.dynamicAllocation.", "spark.authenticate", "spark.network.crypto.")
@@ -65,6 +67,8 @@ _MANAGED_HINT = {
     SQL_VARIABLE_SUBSTITUTE: "Spark would substitute ${...} into SQL text after the admission check has read it",
     **dict.fromkeys(_DRIVER_SCOPE_CONF, _DRIVER_ROLE_HINT),
     **dict.fromkeys(SPARK_DECOMMISSION_CONF, _DECOMMISSION_HINT),
+    **dict.fromkeys(SPARK_UI_CONF, "the operator serves the Spark UI on port 4040 behind the Service <app>-ui, "
+                    "without kill links; spark.ui.enabled turns it off (docs/operator.md, 'Spark UI')"),
 }
 
 

@@ -143,6 +143,10 @@ class StreamAppStatus(ApiModel):
     restarts: int | None = Field(default=None, ge=0, description="Driver restarts since the last successful run.")
     last_restart: LastRestart | None = Field(default=None, description=LastRestart.__doc__)
     driver_pod: str | None = Field(default=None, max_length=253, description="Name of the current driver pod.")
+    ui_url: str | None = Field(
+        default=None, alias="uiURL", max_length=2048, description="Where the driver's Spark UI is served while it "
+        "runs: the app's Ingress, else the Service <app>-ui inside the cluster (kubectl port-forward "
+        "svc/<app>-ui 4040 from outside); unset while the app's UI is off (docs/operator.md, 'Spark UI').")
     state: StateStatus | None = Field(default=None, description=StateStatus.__doc__)
     sinks: list[SinkStatus] | None = Field(
         default=None, max_length=64, description="Per-sink query progress.",

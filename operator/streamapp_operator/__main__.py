@@ -60,13 +60,15 @@ def main(argv: list[str] | None = None) -> int:
                          help="tls.crt and tls.key (e.g. from cert-manager) instead of a certificate the operator makes")
     parser.add_argument("-v", "--verbose", action="store_true")
     from . import checkpoint_default
-    from .render import network
+    from .render import network, ui
 
     network.add_arguments(parser)
+    ui.add_arguments(parser)
     checkpoint_default.add_arguments(parser)
     args = parser.parse_args(argv)
     try:
         network_policies = network.from_arguments(args)
+        spark_ui = ui.from_arguments(args)
         default_checkpoint = checkpoint_default.from_arguments(args)
     except ValueError as exc:
         parser.error(str(exc))
@@ -99,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         policy=policy,
         network=network_policies,
         checkpoint=default_checkpoint,
+        ui=spark_ui,
     )
     if args.webhook_port:
         enable(policy, WebhookOptions(port=args.webhook_port, address=args.webhook_address, service=args.webhook_service,

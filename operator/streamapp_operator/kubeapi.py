@@ -21,10 +21,10 @@ PLURALS = {
     "Pod": "pods", "Secret": "secrets", "Service": "services", "ConfigMap": "configmaps", "ServiceAccount": "serviceaccounts",
     "PersistentVolumeClaim": "persistentvolumeclaims", "Event": "events", "Role": "roles",
     "RoleBinding": "rolebindings", "NetworkPolicy": "networkpolicies", "PodDisruptionBudget": "poddisruptionbudgets",
-    "StreamApp": PLURAL,
+    "Ingress": "ingresses", "StreamApp": PLURAL,
 }
 API_VERSIONS = {"Role": "rbac.authorization.k8s.io/v1", "RoleBinding": "rbac.authorization.k8s.io/v1",
-                "NetworkPolicy": "networking.k8s.io/v1", "PodDisruptionBudget": "policy/v1",
+                "NetworkPolicy": "networking.k8s.io/v1", "Ingress": "networking.k8s.io/v1", "PodDisruptionBudget": "policy/v1",
                 "StreamApp": f"{GROUP}/{VERSION}"}
 MERGE = "application/merge-patch+json"
 TIMEOUT = 30

@@ -29,6 +29,7 @@ METRICS_PORT = contract.METRICS_PORT
 SPARK_LOCAL_DIR = "/var/lib/spark/local"
 DRIVER_PORT = 7078
 BLOCK_MANAGER_PORT = 7079
+UI_PORT = 4040  # Spark's web UI (spark.ui.port), behind the Service <app>-ui
 DEFAULT_RUNTIME_IMAGE = f"streamapp/runtime:{__version__}"
 CHECKPOINT_VOLUME = "checkpoint"
 # The per-app Spark authentication key (a Secret the operator fills at creation), mounted in the driver
@@ -44,6 +45,14 @@ def driver_pod(app: str) -> str:
 
 def driver_service(app: str) -> str:
     return f"{app}-driver"
+
+
+def ui_service(app: str) -> str:
+    return f"{app}-ui"
+
+
+def ui_ingress(app: str) -> str:
+    return f"{app}-ui"
 
 
 def service_account(app: str) -> str:

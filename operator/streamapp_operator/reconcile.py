@@ -54,10 +54,10 @@ class Caches:
 
 
 def read(kube: Kube, namespace: str, name: str, known: dict | None = None,
-         network: bool = False) -> tuple[dict | None, dict | None, dict]:
+         network: bool = False, ingress: bool = False) -> tuple[dict | None, dict | None, dict]:
     """The app, its driver pod and its children (but the ``known`` ones, remembered from a recent
     reconcile), asked at once: (app, pod, "Kind/name" -> child or None)."""
-    reads = kube_observe.child_reads(kube, namespace, name, known, network)
+    reads = kube_observe.child_reads(kube, namespace, name, known, network, ingress)
     body, pod, *found = kube.gather([lambda: kube.get("StreamApp", namespace, name),
                                      lambda: kube.get("Pod", namespace, names.driver_pod(name)), *reads.values()])
     return body, pod, {**(known or {}), **dict(zip(reads, found))}
@@ -122,18 +122,18 @@ def reconcile(kube: Kube, namespace: str, name: str, settings: Settings, memory:
               created: dict | None = None) -> Outcome:
     """``created``: the app as its create event brought it, when it has no status yet, so nothing of
     it can exist: its driver pod and children are taken as absent rather than read, and the first
-    driver goes out a round trip and nine requests (ten with NetworkPolicies) sooner. A create that
+    driver goes out a round trip and ten requests (more with NetworkPolicies or UI Ingresses) sooner. A create that
     finds one there after all (an operator that died half-way through this app; an app deleted and
     made again before the old one's children were collected) holds the driver back and asks for a
     full reconcile at once."""
     started = time.monotonic()
     result = "error"
-    network = settings.network is not None
+    network, ingress = settings.network is not None, settings.ui.ingress is not None
     try:
         if created is not None:
-            body, pod, children = created, None, dict.fromkeys(kube_observe.child_keys(name, network))
+            body, pod, children = created, None, dict.fromkeys(kube_observe.child_keys(name, network, ingress))
         else:
-            body, pod, children = read(kube, namespace, name, known, network)
+            body, pod, children = read(kube, namespace, name, known, network, ingress)
         if body is None or body["metadata"].get("deletionTimestamp"):
             metrics.forget(namespace, name)
             result = "gone"

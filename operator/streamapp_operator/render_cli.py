@@ -16,7 +16,7 @@ from streamapp_api import InvalidSpec, load
 
 from . import names
 from .decide.scaling.partitions import desired_executors
-from .render import Launch, network, render_all
+from .render import Launch, network, render_all, ui
 
 PLACEHOLDER_UID = "00000000-0000-0000-0000-000000000000"
 
@@ -29,11 +29,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runtime-image", default=names.DEFAULT_RUNTIME_IMAGE)
     parser.add_argument("--uid", default=PLACEHOLDER_UID, help="the StreamApp's uid for owner references")
     network.add_arguments(parser)
+    ui.add_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
         network_policies = network.from_arguments(args)
+        spark_ui = ui.from_arguments(args)
     except ValueError as exc:
         print(f"streamapp render: {exc}", file=sys.stderr)
         return 2
@@ -55,6 +57,6 @@ def run(args: argparse.Namespace) -> int:
         sources = sum(len(s.topic_list) for s in app.spec.sources)
         partitions = args.partitions if args.partitions is not None else sources
         launch = Launch(desired_executors(partitions, app.spec), args.runtime_image)
-        out.extend(render_all(app, args.uid, launch, network_policies))
+        out.extend(render_all(app, args.uid, launch, network_policies, spark_ui))
     sys.stdout.write(yaml.safe_dump_all(out, sort_keys=False, default_flow_style=False))
     return 0

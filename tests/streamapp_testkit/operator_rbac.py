@@ -37,13 +37,14 @@ def _rendered_kinds() -> tuple[set[str], set[str]]:
     import yaml
 
     from streamapp_api import load
-    from streamapp_operator.render import Launch, NetworkPolicies, render_all, render_children
+    from streamapp_operator.render import Launch, NetworkPolicies, SparkUI, UIIngress, render_all, render_children
 
     app = load(yaml.safe_load(EXAMPLE.read_text()))
     network = NetworkPolicies()  # with --network-policies (the chart's default), so with the NetworkPolicy
-    created = {o["kind"] for o in render_all(app, "uid-1", Launch(2), network)}
+    ui = SparkUI(ingress=UIIngress(host="{name}.example.com"))  # and with the Spark UI's Ingress (granted either way)
+    created = {o["kind"] for o in render_all(app, "uid-1", Launch(2), network, ui)}
     # The pod is never patched; nor is the Spark authentication Secret (create-only: decide/children.py).
-    patched = {o["kind"] for o in render_children(app, "uid-1", Launch(2), network)} - {"Secret"}
+    patched = {o["kind"] for o in render_children(app, "uid-1", Launch(2), network, ui)} - {"Secret"}
     return created, patched
 
 
@@ -75,7 +76,7 @@ def operator_calls() -> set[tuple[str, str, str]]:
         if verb in ("get", "list", "delete") and kind:
             needs.add((*resource(kind), verb))
         elif verb == "get" and where.endswith("observe/kube.py"):  # kube.get(kind, ...) over child_kinds()
-            needs |= {(*resource(k), "get") for k, _ in child_kinds(network=True)}
+            needs |= {(*resource(k), "get") for k, _ in child_kinds(network=True, ingress=True)}
         elif verb == "create":
             needs |= {(*resource(k), "create") for k in created}
         elif verb == "patch" and any(k.arg == "subresource" for k in node.keywords):

@@ -1,8 +1,10 @@
 """Which rendered children are missing and which need a patch to converge.
 
-Only the fields the operator owns and may change are compared: labels and owner references
-everywhere, plus a Role's rules, a RoleBinding's subjects, a Service's ports and the spec of a
-NetworkPolicy or of the driver's PodDisruptionBudget. Immutable parts (a claim's spec, a binding's roleRef) are created once and left alone; the
+Only the fields the operator owns and may change are compared: labels, the annotations it renders
+(added or changed, never removed: others may annotate too) and owner references everywhere, plus a
+Role's rules, a RoleBinding's subjects, a Service's ports and the spec of a NetworkPolicy, of the
+driver's PodDisruptionBudget, and the rules and TLS of the Spark UI's Ingress (its class is set
+once: a cluster's default class may fill it in). Immutable parts (a claim's spec, a binding's roleRef) are created once and left alone; the
 ConfigMap is the driver's input and is written by the plan, never here. The Spark authentication
 Secret is only ever created (with its key, by act/): never patched, so never rotated under a driver.
 """
@@ -13,7 +15,7 @@ from typing import Any
 
 KubeObject = dict[str, Any]  # a Kubernetes object as JSON: rendered, or as the API server returned it
 MUTABLE = {"Role": ("rules",), "RoleBinding": ("subjects",), "Service": ("spec.ports",), "NetworkPolicy": ("spec",),
-           "PodDisruptionBudget": ("spec",)}
+           "PodDisruptionBudget": ("spec",), "Ingress": ("spec.rules", "spec.tls")}
 NEVER_PATCHED = ("ConfigMap", "Secret")  # here: the plan writes the ConfigMap; the Secret is create-only
 
 
@@ -39,6 +41,10 @@ def converge(rendered: KubeObject, observed: KubeObject) -> KubeObject | None:
     labels = {k: v for k, v in meta_r.get("labels", {}).items() if (meta_o.get("labels") or {}).get(k) != v}
     if labels:
         patch.setdefault("metadata", {})["labels"] = labels
+    annotations = {k: v for k, v in (meta_r.get("annotations") or {}).items()
+                   if (meta_o.get("annotations") or {}).get(k) != v}
+    if annotations:
+        patch.setdefault("metadata", {})["annotations"] = annotations
     if _owner_uids(rendered) != _owner_uids(observed):
         patch.setdefault("metadata", {})["ownerReferences"] = meta_r.get("ownerReferences") or None
     for path in MUTABLE.get(rendered["kind"], ()):
@@ -49,7 +55,10 @@ def converge(rendered: KubeObject, observed: KubeObject) -> KubeObject | None:
                 # a merge patch keeps what it does not name: a field the operator no longer renders is
                 # removed by name (a PodDisruptionBudget cannot hold maxUnavailable and minAvailable)
                 value = {**{k: None for k in before if k not in value}, **value}
-            patch[head] = {rest[0]: value} if rest else value
+            if rest:
+                patch.setdefault(head, {})[rest[0]] = value
+            else:
+                patch[head] = value
     if not patch:
         return None
     meta = patch.setdefault("metadata", {})

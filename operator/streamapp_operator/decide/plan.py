@@ -15,7 +15,7 @@ from streamapp_api import StreamApp
 from streamapp_api.spec import StreamAppSpec
 
 from .. import names
-from ..render import Launch, config_hash, render_children
+from ..render import Launch, config_hash, render_children, ui_url
 from .changes import Change, classify_change
 from .children import KubeObject, plan_children
 from .driver import DriverInputs, DriverOutcome, driver_outcome, restart_history
@@ -39,15 +39,16 @@ def plan(obs: Observed, settings: Settings, memory: Memory, now: datetime) -> Pl
     children = _children(obs, app, sizing.launch, settings)
     kafka_retry = _kafka_retry(kafka.memory.kafka_failures)
     driver = driver_outcome(_driver_inputs(obs, settings, app, change, sizing.launch, children, kafka_retry, now))
-    return _assemble(obs, app, change, kafka, sizing, children, driver, kafka_retry, now)
+    return _assemble(obs, app, change, kafka, sizing, children, driver, kafka_retry, now, ui_url(app, settings.ui))
 
 
 def _children(obs: Observed, app: StreamApp, launch: Launch | None, settings: Settings) -> list[KubeObject]:
     if launch:
-        return render_children(app, obs.uid, launch, settings.network)
+        return render_children(app, obs.uid, launch, settings.network, settings.ui)
     # Without an executor count there is no ConfigMap to write yet (it carries the count), but the
     # other children can exist already.
-    return [c for c in render_children(app, obs.uid, Launch(1), settings.network) if c["kind"] != "ConfigMap"]
+    return [c for c in render_children(app, obs.uid, Launch(1), settings.network, settings.ui)
+            if c["kind"] != "ConfigMap"]
 
 
 def _driver_inputs(obs: Observed, settings: Settings, app: StreamApp, change: Change, launch: Launch | None,
@@ -72,7 +73,8 @@ def _rescale(obs: Observed, settings: Settings, app: StreamApp, launch: Launch |
 
 
 def _assemble(obs: Observed, app: StreamApp, change: Change, kafka: _KafkaHealth, sizing: _Sizing,
-              children: list[KubeObject], driver: DriverOutcome, kafka_retry: timedelta, now: datetime) -> Plan:
+              children: list[KubeObject], driver: DriverOutcome, kafka_retry: timedelta, now: datetime,
+              ui: str | None) -> Plan:
     """The Plan from what each step decided: where two steps speak to the same thing, which one wins."""
     create, patches = plan_children(children, obs.children)
     if driver.config_write is not None and driver.config_write not in create:  # else it is created anyway
@@ -86,7 +88,7 @@ def _assemble(obs: Observed, app: StreamApp, change: Change, kafka: _KafkaHealth
         if change.kind == "incompatible" else ()
     # Kafka's trouble outranks the driver's in Degraded; the driver's news outranks a pending scale.
     status = _status(obs, app, change, driver, sizing.desired, now, progress=driver.progress or sizing.progress,
-                     degraded=kafka.degraded or driver.degraded, scaling=sizing.scaling)
+                     degraded=kafka.degraded or driver.degraded, scaling=sizing.scaling, ui=ui)
     return Plan(status=status, create=tuple(create), patch=tuple(patches), driver=driver.action,
                 driver_pod=driver.pod, driver_patch=driver.driver_patch, status_first=driver.status_first,
                 events=kafka.events + sizing.events + refused + driver.events, requeue=requeue,
@@ -108,7 +110,7 @@ def _invalid(obs: Observed, memory: Memory, now: datetime) -> Plan:
                          conditions=conds, now=now, generation=obs.generation, reason="Invalid",
                          restarts=obs.status.get("restarts"), last_restart=obs.status.get("lastRestart"),
                          desired_executors=obs.status.get("desiredExecutors"), driver_pod=obs.status.get("driverPod"),
-                         scaling=obs.status.get("scaling"))
+                         scaling=obs.status.get("scaling"), ui_url=obs.status.get("uiURL"))
     return Plan(status=status, events=(Event("Warning", "InvalidSpec", message),), memory=memory)
 
 
@@ -228,7 +230,7 @@ def _remedy(change: Change, name: str) -> str:
 
 def _status(obs: Observed, app: StreamApp, change: Change, driver: DriverOutcome, desired: int | None,
             now: datetime, progress: Cond | None, degraded: Cond | None,
-            scaling: dict[str, Any] | None = None) -> dict[str, Any]:
+            scaling: dict[str, Any] | None = None, ui: str | None = None) -> dict[str, Any]:
     if change.kind == "incompatible":
         spec_valid = Cond("SpecValid", False, "IncompatibleChange", f"{change.field}: {change.reason}. {_remedy(change, obs.name)}")
     else:
@@ -271,7 +273,7 @@ def _status(obs: Observed, app: StreamApp, change: Change, driver: DriverOutcome
         partitions=obs.kafka.partitions if obs.kafka.partitions is not None else obs.status.get("partitions"),
         lag=obs.progress.lag if running else None,
         restarts=driver.restarts, last_restart=driver.last_restart, driver_pod=driver.driver_pod,
-        state=state, sinks=sinks if running else None, scaling=scaling,
+        state=state, sinks=sinks if running else None, scaling=scaling, ui_url=ui,
     )
 
 

@@ -9,7 +9,7 @@ from typing import Any, Literal
 from streamapp_api import Issue, Policy, StreamApp, StreamAppSpec
 from streamapp_api.checkpoint import CheckpointDefault
 
-from ..render import NetworkPolicies
+from ..render import DEFAULT_UI, NetworkPolicies, SparkUI
 
 from .restarts import PodObservation
 from .scaling_memory import LoadHistory, PendingScale
@@ -137,6 +137,7 @@ class Settings:
     terminating_poll: timedelta = timedelta(seconds=2)
     network: NetworkPolicies | None = None  # --network-policies: each app gets a NetworkPolicy
     checkpoint: CheckpointDefault | None = None  # --default-checkpoint-location: apps naming no checkpoint
+    ui: SparkUI = DEFAULT_UI  # Spark UI on by default (--no-spark-ui), an Ingress per app (--spark-ui-ingress-host)
 
 
 @dataclass(frozen=True)

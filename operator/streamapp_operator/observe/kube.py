@@ -24,14 +24,15 @@ SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's when bu
 CHILD_KINDS = (
     ("ServiceAccount", names.service_account), ("Role", names.role), ("RoleBinding", names.role_binding),
     ("PersistentVolumeClaim", names.checkpoint_claim), ("Secret", names.spark_auth_secret),
-    ("ConfigMap", names.config_map), ("Service", names.driver_service),
+    ("ConfigMap", names.config_map), ("Service", names.driver_service), ("Service", names.ui_service),
     ("PodDisruptionBudget", names.disruption_budget),
 )
 NETWORK_KINDS = (("NetworkPolicy", names.network_policy),)  # with --network-policies only
+INGRESS_KINDS = (("Ingress", names.ui_ingress),)  # with --spark-ui-ingress-host only
 
 
-def child_kinds(network: bool = False) -> tuple:
-    return CHILD_KINDS + (NETWORK_KINDS if network else ())
+def child_kinds(network: bool = False, ingress: bool = False) -> tuple:
+    return CHILD_KINDS + (NETWORK_KINDS if network else ()) + (INGRESS_KINDS if ingress else ())
 
 
 def checked_app(body: dict, policy: Policy | None = None,
@@ -44,20 +45,20 @@ def checked_app(body: dict, policy: Policy | None = None,
     return (None if errors else app), errors
 
 
-def child_keys(app: str, network: bool = False) -> list[str]:
+def child_keys(app: str, network: bool = False, ingress: bool = False) -> list[str]:
     """"Kind/name" of each child the operator makes for the app (the driver pod aside)."""
-    return [f"{kind}/{name(app)}" for kind, name in child_kinds(network)]
+    return [f"{kind}/{name(app)}" for kind, name in child_kinds(network, ingress)]
 
 
 def child_reads(kube: Kube, namespace: str, app: str, known: dict | None = None,
-                network: bool = False) -> dict[str, Callable[[], dict | None]]:
+                network: bool = False, ingress: bool = False) -> dict[str, Callable[[], dict | None]]:
     """"Kind/name" -> a read of that child (for ``Kube.gather``), leaving out the ``known`` ones."""
     return {f"{kind}/{name(app)}": partial(lambda kind, child: kube.get(kind, namespace, child), kind, name(app))
-            for kind, name in child_kinds(network) if f"{kind}/{name(app)}" not in (known or {})}
+            for kind, name in child_kinds(network, ingress) if f"{kind}/{name(app)}" not in (known or {})}
 
 
 def remembered(children: dict[str, dict | None]) -> dict[str, dict] | None:
-    """What the decision reads of each child (names, labels, owners, the fields it converges, the
+    """What the decision reads of each child (names, labels, annotations, owners, the fields it converges, the
     ConfigMap's data; never a Secret's), to stand in for reading them again; None when one is missing."""
     out = {}
     for key, obj in children.items():
@@ -65,11 +66,15 @@ def remembered(children: dict[str, dict | None]) -> dict[str, dict] | None:
             return None
         meta = obj["metadata"]
         kept = {"apiVersion": obj["apiVersion"], "kind": obj["kind"],
-                "metadata": {k: meta[k] for k in ("name", "namespace", "labels", "ownerReferences") if k in meta}}
+                "metadata": {k: meta[k] for k in ("name", "namespace", "labels", "annotations", "ownerReferences")
+                             if k in meta}}
         for path in MUTABLE.get(obj["kind"], ()) + (("data",) if obj["kind"] == "ConfigMap" else ()):
             head, *rest = path.split(".")
             if head in obj:
-                kept[head] = {rest[0]: obj[head].get(rest[0])} if rest else obj[head]
+                if rest:
+                    kept.setdefault(head, {})[rest[0]] = obj[head].get(rest[0])
+                else:
+                    kept[head] = obj[head]
         out[key] = kept
     return out
 

@@ -19,6 +19,7 @@ from .common import CONTAINER_SECURITY, POD_SECURITY, Launch, image_of, metadata
 from .disruption import DECOMMISSION_CONF, EXECUTOR_ANNOTATIONS, EXECUTOR_GRACE_SECONDS
 from .security import EXECUTOR_MASTER_ENV, SPARK_SECURITY_CONF, auth_mount, auth_volume
 from .storage import s3_credentials_env
+from .ui import DEFAULT_UI, SparkUI, spark_ui_conf
 
 EXECUTOR_TEMPLATE = contract.EXECUTOR_TEMPLATE_FILE
 _VOLUME = f"spark.kubernetes.executor.volumes.persistentVolumeClaim.{names.CHECKPOINT_VOLUME}"
@@ -32,7 +33,7 @@ def manifest(app: StreamApp) -> dict:
     return {"apiVersion": app.api_version, "kind": app.kind, "metadata": meta, "spec": app.spec.to_dict()}
 
 
-def spark_properties(app: StreamApp, launch: Launch) -> dict[str, str]:
+def spark_properties(app: StreamApp, launch: Launch, ui: SparkUI = DEFAULT_UI) -> dict[str, str]:
     name, spec = app.metadata.name, app.spec
     props = {
         # The API server by the address every pod is given (what in-cluster clients use): no cluster
@@ -62,6 +63,7 @@ def spark_properties(app: StreamApp, launch: Launch) -> dict[str, str]:
         **SPARK_SECURITY_CONF,
         **contract.SPARK_DRIVER_SCOPE_CONF,
         **DECOMMISSION_CONF,  # executors evicted by a node scale-down leave gracefully
+        **spark_ui_conf(app, ui),  # the app's own spark.ui.enabled, else the operator's default (render/ui.py)
         contract.REFUSED_FUNCTIONS_CONF: contract.format_refused_functions(launch.refused_functions),
     }
     if spec.image_pull_policy:
@@ -124,14 +126,14 @@ def executor_template(app: StreamApp) -> dict:
     return template
 
 
-def render_config_map(app: StreamApp, uid: str, launch: Launch) -> dict:
+def render_config_map(app: StreamApp, uid: str, launch: Launch, ui: SparkUI = DEFAULT_UI) -> dict:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": metadata(app, uid, names.config_map(app.metadata.name), "config"),
         "data": {
             contract.MANIFEST_FILE: yaml.safe_dump(manifest(app), sort_keys=False, default_flow_style=False),
-            contract.SPARK_PROPERTIES_FILE: contract.format_properties(spark_properties(app, launch)),
+            contract.SPARK_PROPERTIES_FILE: contract.format_properties(spark_properties(app, launch, ui)),
             EXECUTOR_TEMPLATE: yaml.safe_dump(executor_template(app), sort_keys=False, default_flow_style=False),
         },
     }

@@ -62,6 +62,7 @@ def _container(app: StreamApp, launch: Launch) -> dict:
             {"name": "driver-rpc", "containerPort": names.DRIVER_PORT, "protocol": "TCP"},
             {"name": "blockmanager", "containerPort": names.BLOCK_MANAGER_PORT, "protocol": "TCP"},
             {"name": "metrics", "containerPort": names.METRICS_PORT, "protocol": "TCP"},
+            {"name": "ui", "containerPort": names.UI_PORT, "protocol": "TCP"},
         ],
         "resources": {
             "requests": {"cpu": str(spec.driver.cores), "memory": memory},

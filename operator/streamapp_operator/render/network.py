@@ -1,7 +1,9 @@
 """The per-app NetworkPolicy (``--network-policies``): who may reach an app's pods and where they may go.
 
-Ingress: the app's own pods (driver ⇄ executors: RPC, block manager, any port), and the driver's
-metrics port from the operator and from the monitoring namespaces. Egress: the app's own pods, and
+Ingress: the app's own pods (driver ⇄ executors: RPC, block manager, any port), the driver's
+metrics port from the operator and from the monitoring namespaces, and the driver's Spark UI port from
+the namespaces allowed to it (an ingress controller's; ``kubectl port-forward`` is not pod ingress: the
+kubelet's runtime connects inside the pod's network namespace, so no policy stands in its way). Egress: the app's own pods, and
 anywhere on a list of ports (DNS, the API server, Kafka, Postgres, HTTPS object storage), optionally
 only to some address ranges. A NetworkPolicy cannot name Kafka's brokers (it knows pods and address
 ranges, not host names), so ports are what can be said without knowing the user's network.
@@ -48,6 +50,7 @@ class NetworkPolicies:
     metrics_namespaces: tuple[tuple[str, str], ...] | None = None  # namespace matchLabels; None: every namespace
     operator_namespace: str | None = None  # the operator's pods (they read each driver's /metrics)
     operator_labels: tuple[tuple[str, str], ...] = ()
+    ui_namespaces: tuple[tuple[str, str], ...] | None = None  # namespace matchLabels; None: every namespace
 
 
 def parse_ports(text: str) -> tuple[Port, ...] | None:
@@ -108,6 +111,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "metrics; default: every namespace")
     group.add_argument("--network-policy-operator", default=None, metavar="NAMESPACE/LABELS",
                        help="the operator's namespace and pod labels, allowed to the drivers' metrics")
+    group.add_argument("--network-policy-ui-from", default=None, metavar="LABELS",
+                       help="namespaces (key=value labels, comma-separated) whose pods may reach the drivers' Spark "
+                            "UI, e.g. the ingress controller's; default: every namespace")
 
 
 def from_arguments(args: argparse.Namespace) -> NetworkPolicies | None:
@@ -122,6 +128,7 @@ def from_arguments(args: argparse.Namespace) -> NetworkPolicies | None:
         metrics_namespaces=parse_labels(args.network_policy_metrics_from)
         if args.network_policy_metrics_from is not None else None,
         operator_namespace=operator_ns, operator_labels=operator_labels,
+        ui_namespaces=parse_labels(args.network_policy_ui_from) if args.network_policy_ui_from is not None else None,
     )
 
 
@@ -131,16 +138,17 @@ def _app_pods(app: str) -> dict:
 
 
 def _metrics_sources(settings: NetworkPolicies) -> list[dict]:
-    if settings.metrics_namespaces is None:
-        sources = [{"namespaceSelector": {}}]
-    else:
-        sources = [{"namespaceSelector": {"matchLabels": dict(settings.metrics_namespaces)}}]
+    sources = [_namespaces(settings.metrics_namespaces)]
     if settings.operator_namespace:
         sources.append({
             "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": settings.operator_namespace}},
             "podSelector": {"matchLabels": dict(settings.operator_labels)},
         })
     return sources
+
+
+def _namespaces(labels: tuple[tuple[str, str], ...] | None) -> dict:
+    return {"namespaceSelector": {} if labels is None else {"matchLabels": dict(labels)}}
 
 
 def _egress(app: str, settings: NetworkPolicies) -> list[dict]:
@@ -169,6 +177,8 @@ def render_network_policy(app: StreamApp, uid: str, settings: NetworkPolicies) -
                 {"from": [{"podSelector": _app_pods(name)}]},
                 {"from": _metrics_sources(settings),
                  "ports": [{"protocol": "TCP", "port": names.METRICS_PORT}]},
+                {"from": [_namespaces(settings.ui_namespaces)],
+                 "ports": [{"protocol": "TCP", "port": names.UI_PORT}]},
             ],
             "egress": _egress(name, settings),
         },

@@ -50,11 +50,12 @@ def test_names_scope_and_subresources():
         "labelSelectorPath": ".status.selector",
     }
     columns = [c["name"] for c in version["additionalPrinterColumns"]]
-    assert columns == ["Phase", "Reason", "Executors", "Partitions", "Lag", "Restarts", "Age", "Message"]
+    assert columns == ["Phase", "Reason", "Executors", "Partitions", "Lag", "Restarts", "Age", "Message", "UI"]
     # why an app is not running (or runs an older spec than applied) shows in `kubectl get`; the
     # whole message in `kubectl get -o wide`
     wide = {c["name"]: c.get("priority", 0) for c in version["additionalPrinterColumns"]}
     assert wide["Reason"] == 0 and wide["Message"] == 1
+    assert wide["UI"] == 1  # the Spark UI's address with -o wide
 
 
 def test_schema_is_structural():

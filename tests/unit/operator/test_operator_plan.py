@@ -50,7 +50,7 @@ def cond(status: dict, kind: str) -> tuple[str, str]:
 def test_first_start_creates_every_child_then_the_driver():
     p = plan(world(pod="absent", children=False), SETTINGS, Memory(), T0)
     assert [o["kind"] for o in p.create] == ["ServiceAccount", "Role", "RoleBinding", "PersistentVolumeClaim",
-                                              "Secret", "ConfigMap", "Service", "PodDisruptionBudget"]
+                                              "Secret", "ConfigMap", "Service", "Service", "PodDisruptionBudget"]
     assert "data" not in p.create[4]  # the key is made when it is created (act/), never rendered
     assert p.driver == "create" and p.driver_pod["metadata"]["name"] == "orders-driver"
     assert p.driver_pod["metadata"]["annotations"][names.ANN_EXECUTORS] == "2"  # ceil(3 / 2 cores)

@@ -27,7 +27,7 @@ def test_render_prints_every_object_the_operator_applies(capsys):
     objects = list(yaml.safe_load_all(out))
     assert code == 0
     assert [o["kind"] for o in objects] == ["ServiceAccount", "Role", "RoleBinding", "PersistentVolumeClaim",
-                                            "Secret", "ConfigMap", "Service", "PodDisruptionBudget", "Pod"]
+                                            "Secret", "ConfigMap", "Service", "Service", "PodDisruptionBudget", "Pod"]
     assert {o["metadata"]["namespace"] for o in objects} == {"streams"}
     assert "spark.executor.instances=3\n" in objects[5]["data"]["spark.properties"]  # 6 partitions / 2 cores
 

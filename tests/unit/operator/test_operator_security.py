@@ -134,13 +134,14 @@ def test_network_policy_selects_the_apps_pods_the_driver_and_executors_carry():
 def test_network_policy_ingress_egress():
     spec = objects(SETTINGS)["NetworkPolicy"]["spec"]
     assert spec["policyTypes"] == ["Ingress", "Egress"]
-    own, metrics = spec["ingress"]
+    own, metrics, ui = spec["ingress"]
     assert own == {"from": [{"podSelector": APP_PODS}]}  # driver ⇄ executors on any port
     assert metrics["ports"] == [{"protocol": "TCP", "port": names.METRICS_PORT}]
     assert metrics["from"] == [
         {"namespaceSelector": {}},
         {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ops"}},
          "podSelector": {"matchLabels": {"app.kubernetes.io/name": "op"}}}]
+    assert ui == {"from": [{"namespaceSelector": {}}], "ports": [{"protocol": "TCP", "port": names.UI_PORT}]}
     assert spec["egress"] == [
         {"to": [{"podSelector": APP_PODS}]},
         {"ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 443},
