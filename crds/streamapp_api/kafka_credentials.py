@@ -44,6 +44,10 @@ MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 # the modules (policy/kafka.py) and the reading of username and password below both use it.
 LOGIN_MODULE = re.compile(r"(?:^|;)\s*([^\s;]+)\s+(?:required|requisite|sufficient|optional)\b", re.IGNORECASE)
 _JAAS_OPTION = re.compile(r'([A-Za-z_][\w.-]*)\s*=\s*"((?:[^"\\]|\\.)*)"', re.DOTALL)
+# librdkafka's words (in its log) for a broker that refused the client's credentials: SASL's, or TLS's
+# over a certificate (the client's refused, none given where one is required, the broker's not trusted).
+_REFUSED = re.compile(r"SASL authentication error|Authentication failed|SSL handshake failed|certificate",
+                      re.IGNORECASE)
 
 # The librdkafka options our own clients take from an app's options: how to reach and authenticate to
 # the cluster. A safe list, not a prefix: under ssl.* and sasl.* librdkafka also loads code
@@ -74,6 +78,15 @@ def option_key(key: str) -> str:
 def secret_options(data: Mapping[str, str]) -> dict[str, str]:
     """A Secret's keys (decoded values) as client options."""
     return {option_key(key): value for key, value in data.items()}
+
+
+def refused_credentials(log_line: str) -> str | None:
+    """A librdkafka log line that says the broker refused the client's credentials, without its
+    thread prefix; None for any other line. Our clients (the operator's, the runtime's topic wait) tell
+    a refusal from a broker out of reach by it: librdkafka's request errors say only "transport failure"."""
+    if not _REFUSED.search(log_line):
+        return None
+    return re.sub(r"^(?:FAIL: )?\[thrd:[^\]]*\]:\s*", "", log_line)
 
 
 def _jaas_quote(value: str, what: str) -> str:

@@ -14,7 +14,9 @@ from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from streamapp_api import contract
+from streamapp_runtime import plan
 from streamapp_runtime.run import runner
+from streamapp_runtime.run.kafka_wait import partition_counts
 from streamapp_runtime.run.settings import Settings
 from streamapp_testbed.kafka_admin import create_topic, read_topic
 from streamapp_testkit.runtime import app, produce, ts
@@ -66,3 +68,14 @@ def test_windows_and_dead_letters_exactly_once_over_the_secured_listener(kafka, 
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
     offsets = admin.list_consumer_group_offsets([request])[group].result(timeout=10).topic_partitions
     assert sum(tp.offset for tp in offsets) == len(records), offsets
+
+
+def test_the_topic_wait_says_the_credentials_were_refused(kafka):
+    the_app = app("wrong-password", {"kafka": {"bootstrapServers": kafka.sasl_bootstrap,
+                                               "secretRef": {"name": "kafka-credentials"}},
+                                     "sources": [{"name": "s", "topic": "any", "format": "string"}],
+                                     "sinks": [{"from": "s", "kafka": {"topic": "out"}}]})
+    wrong = {**kafka.credentials("sasl"), "sasl.password": "not-the-password"}
+    options = plan.kafka_options(the_app, None, contract.kafka_env_options(_environment(wrong)))
+    with pytest.raises(TimeoutError, match=r"refused the credentials .*SASL authentication error"):
+        partition_counts(options, ["any"], wait=False)

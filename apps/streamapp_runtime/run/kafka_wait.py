@@ -6,6 +6,8 @@ import logging
 import threading
 import time
 
+from streamapp_api.kafka_credentials import refused_credentials
+
 from streamapp_runtime.connections import admin_config, librdkafka_client
 
 log = logging.getLogger("streamapp.runtime")
@@ -20,7 +22,18 @@ class StopRequested(Exception):
     """SIGTERM or Ctrl-C arrived while the app waited for Kafka: nothing ran, nothing to stop."""
 
 
-def admin_client(options: dict[str, str]):
+class _Refusals:
+    """The wait's client's librdkafka log (not printed either): the last line saying that the broker
+    refused the credentials, so that the wait says so rather than "transport failure"."""
+
+    def __init__(self) -> None:
+        self.last: str | None = None
+
+    def log(self, level: int, fmt: str, *args: object) -> None:
+        self.last = refused_credentials(fmt % args if args else fmt) or self.last
+
+
+def admin_client(options: dict[str, str], client_log=None):
     """An AdminClient (librdkafka) from Spark's Kafka options, without the Java client's own settings.
 
     spec.kafka.options are the Java client's (what Spark's source and sink use); librdkafka refuses
@@ -28,7 +41,8 @@ def admin_client(options: dict[str, str]):
     """
     from confluent_kafka.admin import AdminClient
 
-    return librdkafka_client(lambda config: AdminClient({**config, "logger": _client_log, "error_cb": lambda error: None}),
+    logger = client_log or _client_log
+    return librdkafka_client(lambda config: AdminClient({**config, "logger": logger, "error_cb": lambda error: None}),
                              admin_config(options))
 
 
@@ -37,7 +51,8 @@ def partition_counts(options: dict[str, str], topics: list[str], wait: bool = Tr
     """Partition count of every topic; waits (logging what it waits for) until all exist, or raises
     StopRequested when `stop` is set meanwhile."""
     stop = stop or threading.Event()
-    admin = admin_client(options)
+    refusals = _Refusals()
+    admin = admin_client(options, refusals)
     bootstrap = options.get("kafka.bootstrap.servers")
     last_message = None
     while True:
@@ -47,8 +62,12 @@ def partition_counts(options: dict[str, str], topics: list[str], wait: bool = Tr
                      if t in metadata.topics and metadata.topics[t].error is None and metadata.topics[t].partitions}
             missing = [t for t in topics if t not in found]
             message = None if not missing else f"waiting for topics {', '.join(missing)} (they do not exist yet on {bootstrap})"
-        except Exception as exc:  # KafkaException: broker unreachable
+        except Exception as exc:  # KafkaException: broker unreachable, or the credentials refused
+            admin.poll(0)  # the log lines come through the client's queue
             found, message = {}, f"waiting for Kafka at {bootstrap}: {exc}"
+            if refusals.last is not None:
+                message = (f"Kafka at {bootstrap} refused the credentials (the Secret spec.kafka.secretRef names; "
+                           f"docs/kafka.md): {refusals.last}; waiting")
         if message is None:
             return found
         if stop.is_set():

@@ -14,7 +14,6 @@ librdkafka's log of the failure: ``KafkaAuthFailed``, naming the Secret.
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -23,16 +22,12 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from streamapp_api import StreamApp, contract
-from streamapp_api.kafka_credentials import CredentialsError, secret_options
+from streamapp_api.kafka_credentials import CredentialsError, refused_credentials, secret_options
 
 from ..decide.world import Kafka
 
 TIMEOUT = 5.0
 IDLE = 600.0  # a cluster no app has asked about for this long loses its client
-# librdkafka's words for a broker that refused the client's credentials: SASL's, or TLS's over a
-# certificate (the client's refused, none given where one is required, the broker's not trusted).
-_REFUSED = re.compile(r"SASL authentication error|Authentication failed|SSL handshake failed|certificate",
-                      re.IGNORECASE)
 
 
 class AuthFailed(RuntimeError):
@@ -47,9 +42,7 @@ class _ClientLog:
         self.refusal: str | None = None
 
     def log(self, level: int, fmt: str, *args: object) -> None:
-        line = fmt % args if args else fmt
-        if _REFUSED.search(line):
-            self.refusal = re.sub(r"^(?:FAIL: )?\[thrd:[^\]]*\]:\s*", "", line)
+        self.refusal = refused_credentials(fmt % args if args else fmt) or self.refusal
 
 
 def client_conf(bootstrap: str, options: dict[str, str] | None, timeout: float) -> dict:

@@ -10,7 +10,7 @@ import pytest
 
 from streamapp_api import Policy, contract, load
 from streamapp_api.kafka_credentials import (CredentialsError, jaas_credentials, java_options, librdkafka_options,
-                                             secret_options)
+                                             refused_credentials, secret_options)
 from streamapp_api.policy import kafka_secret_issues
 
 pytestmark = pytest.mark.unit
@@ -131,3 +131,17 @@ def test_every_key_of_the_neutral_set_passes_the_default_policy():
                "ssl.key.password": "kp", "SSL_ENDPOINT_IDENTIFICATION_ALGORITHM": "none"}
     java = {**TRUST, **KEYSTORE, "sasl.jaas.config": SCRAM_JAAS}
     assert kafka_secret_issues(app, {**neutral, **java}, Policy()) == []
+
+
+@pytest.mark.parametrize("line, refusal", [
+    ("[thrd:sasl_ssl://k:9093/bootstrap]: sasl_ssl://k:9093/bootstrap: SASL authentication error: Authentication "
+     "failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512",
+     "sasl_ssl://k:9093/bootstrap: SASL authentication error: Authentication failed during authentication due to "
+     "invalid credentials with SASL mechanism SCRAM-SHA-512"),
+    ("[thrd:ssl://k:9094/bootstrap]: ssl://k:9094/bootstrap: Receive failed: error:0A000412:SSL routines::ssl/tls "
+     "alert bad certificate: SSL alert number 42", "ssl://k:9094/bootstrap: Receive failed: error:0A000412:SSL "
+     "routines::ssl/tls alert bad certificate: SSL alert number 42"),
+    ("[thrd:k:9092/bootstrap]: k:9092/bootstrap: Connect to ipv4#10.0.0.1:9092 failed: Connection refused", None),
+])
+def test_librdkafkas_log_tells_refused_credentials_from_a_broker_out_of_reach(line, refusal):
+    assert refused_credentials(line) == refusal
