@@ -133,8 +133,8 @@ def kafka_options(app: StreamApp, override: str | None, env_options: dict[str, s
 # That consumer may have a prefetch at the broker for the offsets after the last range, and it sends no other
 # fetch until that one returns. While records flow, they answer it at once. In the batch after the input
 # stops, the broker holds it for fetch.max.wait.ms (Kafka's default is 500 ms), and each wave of that
-# batch's tasks waits that long with next to no CPU: a batch several times as long (docs/runtime.md,
-# "Speed"). Real-time mode is left out: its tasks poll without a break, so a short wait would only make idle
+# batch's tasks waits that long with next to no CPU: a batch several times as long (bench/README.md,
+# "How the data-plane figures were reached"). Real-time mode is left out: its tasks poll without a break, so a short wait would only make idle
 # consumers fetch more often.
 FETCH_WAIT = "kafka.fetch.max.wait.ms"
 MICRO_BATCH_FETCH_WAIT_MS = 50
