@@ -7,5 +7,5 @@
 
 Every name comes from the code that makes it: the consumer groups from ``streamapp_api.contract``, the
 exactly-once writers from ``sinks.kafka_transactions``, the dead-letter cursors from
-``sinks.dead_letter_topic``, the ledger from ``sinks.postgres``.
+``sinks.dead_letter_topic``, the ledger from ``sinks.postgres_ledger``.
 """

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from streamapp_runtime.checkpoint import files
 from streamapp_runtime.cleanup.leftovers import DELETE, Leftover
 from streamapp_runtime.connections import postgres_uri
-from streamapp_runtime.sinks.postgres import BATCHES
+from streamapp_runtime.sinks.postgres_ledger import delete_rows
 
 TIMEOUT_S = 30.0
 
@@ -19,14 +19,6 @@ def _wait(futures: dict, failed: dict[str, str]) -> None:
             future.result(timeout=TIMEOUT_S)
         except Exception as exc:  # noqa: BLE001 - each one's error is reported with its name
             failed[name] = str(exc)
-
-
-def delete_ledger_rows(uri: str, query: str, checkpoint_id: str) -> int:
-    import psycopg
-
-    with psycopg.connect(uri, connect_timeout=int(TIMEOUT_S)) as conn:
-        return conn.execute(f"DELETE FROM {BATCHES} WHERE query = %s AND checkpoint_id = %s",
-                            (query, checkpoint_id)).rowcount
 
 
 def delete(leftovers: list[Leftover], admin, uris: dict[str, str],
@@ -44,7 +36,7 @@ def delete(leftovers: list[Leftover], admin, uris: dict[str, str],
         if item.kind == "ledger rows":
             secret, query, checkpoint_id = item.target
             try:
-                delete_ledger_rows(postgres_uri(uris, secret, f"the Postgres sink with Secret {secret!r}"), query,
+                delete_rows(postgres_uri(uris, secret, f"the Postgres sink with Secret {secret!r}"), query,
                                    checkpoint_id)
             except Exception as exc:  # noqa: BLE001 - reported with its name; the checkpoint is then kept
                 failed[item.name] = str(exc)

@@ -16,7 +16,7 @@ from streamapp_api import StreamApp, contract
 
 from streamapp_runtime.sinks.dead_letter_topic import writer_name as dead_letter_writer
 from streamapp_runtime.sinks.kafka_transactions import writer_id
-from streamapp_runtime.sinks.postgres import BATCHES
+from streamapp_runtime.sinks.postgres_ledger import BATCHES
 
 DELETE, KEEP = "delete", "keep"
 EMPTY = "''"  # the checkpoint id of ledger rows written before the ledger kept one
@@ -161,8 +161,8 @@ def plan(app: StreamApp, namespace: str, queries: list[str], found: Found, choic
     the app's queries (its plan's, and the folders of its checkpoint)."""
     out = kafka_leftovers(app, namespace, found, queries, choices) + ledger_leftovers(found)
     for sink in app.spec.sinks:
-        if sink.postgres is not None:
-            out.append(Leftover("sink table", sink.postgres.table, f"Postgres Secret {sink.postgres.secret_ref.name}",
+        if sink.target.topic_written() is None:
+            out.append(Leftover("sink output", sink.target.target_name(), f"{sink.kind} sink {sink.query_name}",
                                 KEEP, "the app's output, the user's data"))
     if found.checkpoint:
         out.append(Leftover("checkpoint", found.checkpoint, "object store" if "://" in found.checkpoint and

@@ -12,7 +12,7 @@ from streamapp_runtime.checkpoint.fence import Fence
 from streamapp_runtime.checkpoint.record import RECORD_FILE
 from streamapp_runtime.cleanup.leftovers import Found, LedgerRows, QueryFolder, query_id
 from streamapp_runtime.connections import postgres_uri
-from streamapp_runtime.sinks.postgres import BATCHES
+from streamapp_runtime.sinks.postgres_ledger import count_rows, ledger_secrets
 
 TIMEOUT_S = 30.0
 GENERATION_PREFIX = "gen-"  # streamapp_api.checkpoint.state_generation
@@ -52,24 +52,11 @@ def read_kafka(admin) -> tuple[frozenset[str], frozenset[str]]:
     return frozenset(g.group_id for g in listed.valid), frozenset(topics)
 
 
-def postgres_secrets(app: StreamApp) -> list[str]:
-    """The Postgres Secrets the app's sinks write through, each once."""
-    return sorted({sink.postgres.secret_ref.name for sink in app.spec.sinks if sink.postgres is not None})
-
-
 def read_ledger(app: StreamApp, uris: dict[str, str], queries: list[str]) -> tuple[LedgerRows, ...]:
     """The ledger rows of the app's query names, per Postgres Secret of its sinks, counted per checkpoint."""
-    import psycopg
-
     found = []
-    for secret in postgres_secrets(app):
-        uri = postgres_uri(uris, secret, f"the Postgres sink with Secret {secret!r}")
-        with psycopg.connect(uri, connect_timeout=int(TIMEOUT_S)) as conn:
-            where = f"Postgres {conn.info.host}:{conn.info.port}/{conn.info.dbname}"
-            if conn.execute("SELECT to_regclass(%s)", (BATCHES,)).fetchone()[0] is None:
-                continue
-            counted = conn.execute(f"SELECT query, checkpoint_id, count(*) FROM {BATCHES} WHERE query = ANY(%s) "
-                                   "GROUP BY query, checkpoint_id ORDER BY query, checkpoint_id", (queries,)).fetchall()
+    for secret in ledger_secrets(app):
+        where, counted = count_rows(postgres_uri(uris, secret, f"the Postgres sink with Secret {secret!r}"), queries)
         found.extend(LedgerRows(where, query, checkpoint_id, rows, secret) for query, checkpoint_id, rows in counted)
     return tuple(found)
 

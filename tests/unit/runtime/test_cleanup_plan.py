@@ -89,8 +89,8 @@ def test_ledger_rows_go_with_this_checkpoints_ids_only():
 
 def test_the_checkpoint_is_deleted_and_the_sink_table_kept():
     items = plan(shop(), "prod", QUERIES, found())
-    assert actions(items) == {("sink table", "orders"): KEEP, ("checkpoint", "s3a://bucket/shop"): DELETE}
-    assert plan(shop(), "prod", QUERIES, Found(None))[-1].kind == "sink table"  # no checkpoint found: none listed
+    assert actions(items) == {("sink output", "orders"): KEEP, ("checkpoint", "s3a://bucket/shop"): DELETE}
+    assert plan(shop(), "prod", QUERIES, Found(None))[-1].kind == "sink output"  # no checkpoint found: none listed
 
 
 @pytest.mark.parametrize("owners, live", [
