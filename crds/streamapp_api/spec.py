@@ -182,7 +182,7 @@ class ExecutorResources(Resources):
 
 
 class RestartPolicy(ApiModel):
-    """How the operator restarts a failed driver: exponential backoff, optional restart limit."""
+    """How the operator restarts a failed or stalled driver: exponential backoff, optional restart limit."""
 
     model_config = api_config(
         cel(
@@ -200,6 +200,12 @@ class RestartPolicy(ApiModel):
         ge=0,
         le=1_000_000,
         description="Give up (phase Failed) after this many consecutive restarts. 0: never give up.",
+    )
+    stall_after: Annotated[Duration | None, IGNORE] = Field(
+        default=None,
+        description="Restart a running driver (lastRestart.reason Stalled, counted like a failure) when a query "
+        "with records waiting in its input has committed no batch for this long. Default: 10 trigger intervals, "
+        "at least 5m (15m in real-time mode, whose progress comes once per 5m checkpoint interval).",
     )
 
 

@@ -64,7 +64,7 @@ class LastRestart(ApiModel):
 
     time: str = Field(description="When the restart was decided (RFC 3339).", json_schema_extra={"format": "date-time"})
     reason: str = Field(
-        max_length=63, description="DriverFailed, DriverDeleted or NodeLost (counted in restarts); Rescale, "
+        max_length=63, description="DriverFailed, DriverDeleted, NodeLost or Stalled (counted in restarts); Rescale, "
         "RescaleFallback (a rescale in place the driver did not apply) or SpecChange (a planned, graceful "
         "restart, not counted).",
     )
@@ -153,7 +153,8 @@ class StreamAppStatus(ApiModel):
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
     )
     conditions: list[Condition] | None = Field(
-        default=None, max_length=32, description="Standard conditions: Ready, Progressing, Degraded, SpecValid, and "
-        "Scaling (executor pods waiting for a node: reason ExecutorsPending).",
+        default=None, max_length=32, description="Standard conditions: Ready, Progressing, Degraded, SpecValid, "
+        "Scaling (executor pods waiting for a node: reason ExecutorsPending), and Paused (the "
+        "streamapp.io/pause-reconciliation annotation: reason ReconciliationPaused).",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     )

@@ -16,9 +16,10 @@ from .. import names
 from ..render import Launch, render_driver_pod
 from .changes import Change
 from .diagnosis import Diagnosis, executors_not_running, failed_driver, pending_driver, secrets_missing
-from .restarts import FAILURE_CAUSES, RestartDecision, RestartHistory, restart_decision
+from .restarts import FAILURE_CAUSES, RestartDecision, RestartHistory, backoff, restart_decision
 from .scaling.pending import only_waiting_for_room
 from .scaling.rescale import NOTHING, Rescale
+from .stall import stalled
 from .status import Cond, parse_time, rfc3339
 from .world import DriverAction, Event, Observed, Settings
 
@@ -99,7 +100,8 @@ def _as_recorded(inputs: DriverInputs, phase: str, ready: Cond, **changes: Any) 
 
 def _keep(inputs: DriverInputs, decision: RestartDecision) -> DriverOutcome:
     """The driver is pending or running: leave it, unless it is to be suspended or replaced."""
-    if decision.action == "reset_count":  # it ran long enough: earlier failures no longer count
+    stall = stalled(inputs.app.spec, inputs.obs.driver.pod, inputs.obs.progress)
+    if decision.action == "reset_count" and stall is None:  # it ran long enough: earlier failures no longer count
         inputs = replace(inputs, history=replace(inputs.history, restarts=0))
     if inputs.app.spec.suspend:
         return _as_recorded(inputs, "Suspended", SUSPENDED, action="delete", status_first=True, driver_pod=None,
@@ -116,7 +118,28 @@ def _keep(inputs: DriverInputs, decision: RestartDecision) -> DriverOutcome:
             last_rescale=inputs.rescale.record if rescaled else None,
             events=(inputs.rescale.events if rescaled else ()) +
             (Event("Normal", "Restarting", f"stopping the driver gracefully: {why}"),))
+    if stall is not None:
+        return _stalled(inputs, stall)
     return _rescaled_in_place(inputs, _keep_running(inputs))
+
+
+def _stalled(inputs: DriverInputs, why: str) -> DriverOutcome:
+    """A running driver that makes no progress with records waiting (stall.py): stop it and count a
+    restart, as for a failure (the backoff runs from now); past restartPolicy.maxRestarts, leave it and
+    say so."""
+    policy, restarts = inputs.app.spec.restart_policy, inputs.history.restarts
+    if policy.max_restarts and restarts >= policy.max_restarts:
+        why = f"{why}; not restarted: gave up after {restarts} restarts (restartPolicy.maxRestarts)"
+        kept = _keep_running(inputs)
+        told = inputs.obs.status.get("reason") == "Stalled"
+        return replace(kept, degraded=Cond("Degraded", True, "Stalled", why),
+                       events=kept.events + (() if told else (Event("Warning", "Stalled", why),)))
+    restarts += 1
+    why = f"{why}; restart {restarts} in {_seconds(backoff(restarts, policy))}s"
+    return _as_recorded(
+        inputs, "Restarting", Cond("Ready", False, "Stalled", why), action="delete", status_first=True,
+        driver_pod=None, restarts=restarts, last_restart={"time": rfc3339(inputs.now), "reason": "Stalled"},
+        restarted=True, degraded=Cond("Degraded", True, "Stalled", why), events=(Event("Warning", "Stalled", why),))
 
 
 def _rescaled_in_place(inputs: DriverInputs, outcome: DriverOutcome) -> DriverOutcome:

@@ -16,9 +16,9 @@ from streamapp_api.spec import RestartPolicy
 PodState = Literal["absent", "pending", "running", "terminating", "failed", "succeeded"]
 # How long a driver must run before its consecutive restart count is forgotten.
 STABLE_AFTER = timedelta(minutes=10)
-# status.lastRestart.reason of a restart that is counted (a failure); a planned, graceful one
-# (Rescale, SpecChange) is not counted and has no backoff.
-FAILURE_CAUSES = ("DriverFailed", "DriverDeleted", "NodeLost")
+# status.lastRestart.reason of a restart that is counted (a failure, or a driver stopped for making no
+# progress: stall.py); a planned, graceful one (Rescale, SpecChange) is not counted and has no backoff.
+FAILURE_CAUSES = ("DriverFailed", "DriverDeleted", "NodeLost", "Stalled")
 
 
 @dataclass(frozen=True)
