@@ -21,6 +21,8 @@ ANN_EXECUTORS = contract.ANN_EXECUTORS
 ANN_EXECUTORS_ASKED_AT = contract.ANN_EXECUTORS_ASKED_AT
 ANN_STATE_GENERATION = f"{GROUP_PREFIX}/state-generation"
 ANN_CONFIG_HASH = f"{GROUP_PREFIX}/config-hash"
+# On a StreamApp, "true": the operator leaves the app and its children as they are (Strimzi's annotation).
+ANN_PAUSE_RECONCILIATION = f"{GROUP_PREFIX}/pause-reconciliation"
 
 # Shared with the runtime: owned by streamapp_api.contract (docs/runtime-contract.md).
 CONFIG_DIR = contract.CONFIG_DIR

@@ -17,6 +17,7 @@ from streamapp_api.policy import kafka_secret_issues
 from . import names
 from .act.apply import execute
 from .decide import diagnosis
+from .decide.pause import pause_asked
 from .decide.plan import plan as decide
 from .decide.world import Driver, Kafka, Memory, Observed, Plan, Progress, Settings
 from .kubeapi import Kube
@@ -71,7 +72,7 @@ def observe(kube: Kube, body: dict, pod: dict | None, children: dict,
     namespace, name = meta["namespace"], meta["name"]
     app, issues = kube_observe.checked_app(body, policy, checkpoint)
     common = dict(name=name, namespace=namespace, uid=meta["uid"], generation=int(meta.get("generation") or 0),
-                  status=dict(body.get("status") or {}))
+                  status=dict(body.get("status") or {}), paused=pause_asked(meta.get("annotations")))
     if app is None:
         return Observed(app=None, issues=tuple(issues), **common), None
     secret = kube_observe.kafka_secret(kube, namespace, app)

@@ -19,6 +19,7 @@ from ..render import Launch, config_hash, render_children, ui_url
 from .changes import Change, classify_change
 from .children import KubeObject, plan_children
 from .driver import DriverInputs, DriverOutcome, driver_outcome, restart_history
+from .pause import paused_plan, resumed
 from .scaling.load import load_sizing
 from .scaling.partitions import debounce, desired_executors, tasks_to_cover
 from .scaling.pending import scaling_condition
@@ -31,6 +32,12 @@ KAFKA_RETRY_MAX = timedelta(minutes=5)
 
 
 def plan(obs: Observed, settings: Settings, memory: Memory, now: datetime) -> Plan:
+    if obs.paused:  # nothing of the app is touched, whatever its spec says
+        return paused_plan(obs, memory, now)
+    return resumed(obs, _reconciled(obs, settings, memory, now))
+
+
+def _reconciled(obs: Observed, settings: Settings, memory: Memory, now: datetime) -> Plan:
     if obs.app is None:
         return _invalid(obs, memory, now)
     kafka = _kafka_health(obs, memory)

@@ -116,6 +116,7 @@ class Observed:
     claim: Claim | None = None
     missing_secrets: tuple[MissingSecret, ...] = ()
     executor_pods: ExecutorPods = field(default_factory=ExecutorPods)
+    paused: bool = False  # the app's streamapp.io/pause-reconciliation annotation is "true" (pause.py)
 
 
 @dataclass(frozen=True)
