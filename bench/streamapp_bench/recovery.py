@@ -28,7 +28,8 @@ import yaml
 
 from streamapp_testbed import clickstream
 from streamapp_testbed import cluster, cluster_apps, kafka_admin
-from streamapp_testbed.paths import REPO_DIR, cache_dir, installed
+from streamapp_testbed.cluster_client import CHART, RELEASE
+from streamapp_testbed.paths import cache_dir, installed
 
 log = logging.getLogger("bench.recovery")
 NS, APP, CLASS = "streamapp-bench", "click-sessions", "streamapp-bench"
@@ -136,7 +137,7 @@ def run(bed, workdir: Path, kills: int = 3, trigger: str = "5s", rate: float = 2
     trigger_s = float(trigger.rstrip("s"))
     try:
         c.kubectl("create", "namespace", NS, check=False)
-        c.helm("upgrade", "--install", "streamapp", str(REPO_DIR / "charts" / "streamapp-operator"), "-n", NS,
+        c.helm("upgrade", "--install", RELEASE, str(CHART), "-n", NS,
                "--set", f"watchNamespaces={{{NS}}}", "--set", "operator.resync=10", "--wait", "--timeout", "5m")  # fmt: skip
         volume.mkdir(parents=True, exist_ok=True)
         volume.chmod(0o777)
@@ -178,7 +179,7 @@ def run(bed, workdir: Path, kills: int = 3, trigger: str = "5s", rate: float = 2
             if not started:  # a cluster left up by `make cluster-up`: remove what the bench put in it
                 c.kubectl("delete", "streamapps", "--all", "-n", NS, "--wait=true", "--timeout=120s", check=False)
                 subprocess.run([c.helm_bin, f"--kubeconfig={state['kubeconfig']}", f"--kube-context={cluster.CONTEXT}",
-                                "uninstall", "streamapp", "-n", NS], capture_output=True, timeout=300)  # fmt: skip
+                                "uninstall", RELEASE, "-n", NS], capture_output=True, timeout=300)  # fmt: skip
                 c.kubectl("delete", "namespace", NS, "--wait=true", "--timeout=120s", check=False)
                 c.kubectl("delete", "pv", f"streamapp-bench-{run_id}", "--wait=false", check=False)
         finally:

@@ -87,7 +87,7 @@ def main() -> int:
         check_kubeconfig(client.kubeconfig, cluster.CONTEXT)
         bootstrap, dsn = state["kafka_bootstrap"], state["postgres_dsn"]
         say(f"cluster up: API server {state['server']}, Kafka {bootstrap}, Postgres on {state['node_ip']}")
-        say(f"helm upgrade --install streamapp charts/streamapp-operator -n {NS} --wait ...")
+        say(f"helm upgrade --install streamapp-operator charts/streamapp-operator -n {NS} --wait ...")
         client.install_operator(NS, bootstrap, dsn, values={"operator.resync": "10"})
         say("operator running (admission webhook on)")
 

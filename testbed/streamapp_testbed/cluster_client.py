@@ -5,7 +5,10 @@ the single-node cluster)."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from shutil import which
@@ -15,6 +18,7 @@ import yaml
 from .paths import REPO_DIR, cache_dir, installed
 
 CHART = REPO_DIR / "charts" / "streamapp-operator"
+RELEASE = "streamapp-operator"  # the release name the README and docs/install.md install under
 
 
 def tool(name: str) -> Path:
@@ -61,10 +65,10 @@ class ClusterClient:
                     input=None, check=True, timeout=300)
 
     def chart(self, namespace: str, *verb: str, values: dict[str, str]) -> subprocess.CompletedProcess:
-        """`helm <verb> streamapp charts/streamapp-operator` in `namespace`, watching it, with `values` set."""
+        """`helm <verb> streamapp-operator charts/streamapp-operator` in `namespace`, watching it, with `values` set."""
         sets = [arg for key, value in {"watchNamespaces": f"{{{namespace}}}", **values}.items()
                 for arg in ("--set", f"{key}={value}")]
-        return self.helm(*verb, "streamapp", str(CHART), "-n", namespace, *sets)
+        return self.helm(*verb, RELEASE, str(CHART), "-n", namespace, *sets)
 
     def install_operator(self, namespace: str, kafka_bootstrap: str, postgres_dsn: str, values: dict[str, str],
                          app_ports: tuple[str, ...] = ()) -> None:
@@ -84,8 +88,30 @@ class ClusterClient:
     def uninstall_operator(self, namespace: str) -> None:
         """Every StreamApp of `namespace`, the release and the namespace."""
         self.kubectl("delete", "streamapps", "--all", "-n", namespace, "--wait=true", "--timeout=120s", check=False)
-        self.helm("uninstall", "streamapp", "-n", namespace)
+        self.helm("uninstall", RELEASE, "-n", namespace)
         self.kubectl("delete", "namespace", namespace, "--wait=true", "--timeout=120s", check=False)
+
+    @contextmanager
+    def port_forward(self, namespace: str, target: str, port: int) -> Iterator[int]:
+        """`kubectl port-forward <target> :<port>` (e.g. ``svc/<app>-ui``, as a user reaches a Service):
+        the local port on 127.0.0.1 while the forward runs."""
+        argv = [str(tool("kubectl")), f"--kubeconfig={self.kubeconfig}", f"--context={self.context}",
+                "port-forward", "-n", namespace, "--address=127.0.0.1", target, f":{port}"]
+        forward = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            first = forward.stdout.readline() if forward.stdout else ""  # "Forwarding from 127.0.0.1:N -> port"
+            found = re.search(r"127\.0\.0\.1:(\d+) ->", first)
+            if not found:
+                forward.kill()
+                raise RuntimeError(f"kubectl port-forward {target}: {first}{forward.communicate(timeout=10)[1]}")
+            yield int(found.group(1))
+        finally:
+            forward.terminate()
+            try:
+                forward.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                forward.kill()
+                forward.wait()
 
     # --- one app's pods and object
     def pods(self, namespace: str, app: str, component: str) -> list[dict]:

@@ -14,7 +14,6 @@ from streamapp_testkit.chart_bed import by_kind, render
 from streamapp_testkit.operator_rbac import EXAMPLE, needed
 
 pytestmark = pytest.mark.integration
-WEBHOOK_CONFIGURATION = "streamapp-streamapp-operator"  # the chart's ValidatingWebhookConfiguration (release "streamapp")
 
 
 def _reviews(control_plane, user: str, checks: list[tuple]) -> dict[tuple, bool]:
@@ -64,8 +63,9 @@ def test_the_operator_account_may_do_what_the_operator_does_in_watched_namespace
     user, watched, other = installed_rbac
     webhook = {n for n in needed() if n[1] == "validatingwebhookconfigurations"}  # cluster-scoped, one object
     need = sorted(needed() - webhook)
+    configuration = by_kind(render(), "ValidatingWebhookConfiguration")[0]["metadata"]["name"]  # the release's
     allowed = _reviews(control_plane, user, [(watched, *n) for n in need] +
-                       [("", *n, WEBHOOK_CONFIGURATION) for n in sorted(webhook)])
+                       [("", *n, configuration) for n in sorted(webhook)])
     assert all(allowed.values()), [k for k, v in allowed.items() if not v]
     elsewhere = _reviews(control_plane, user, [(other, *n) for n in need] + [("", *n) for n in need] +
                          [("", *n, "someone-elses-webhook") for n in sorted(webhook)])

@@ -72,13 +72,13 @@ def test_watch_namespaces_get_a_role_each_and_a_flag_each():
         assert binding["subjects"][0]["namespace"] == NAMESPACE  # the operator's account lives in the release's
     args = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert [a for a in args if a.startswith("--namespace")] == ["--namespace=apps-a", "--namespace=apps-b"]
-    assert [d["metadata"]["name"] for d in by_kind(docs, "ClusterRole")] == ["streamapp-streamapp-operator-webhook"]
+    assert [d["metadata"]["name"] for d in by_kind(docs, "ClusterRole")] == ["streamapp-operator-webhook"]
 
 
 @pytest.mark.parametrize(("release", "sets", "fullname"), [
-    ("streamapp-operator", (), "streamapp-operator"),  # the name the README installs under: not doubled
+    ("streamapp-operator", (), "streamapp-operator"),  # the README's, the test bed's and the demo's: not doubled
     ("prod-streamapp-operator", (), "prod-streamapp-operator"),  # a release name holding the chart's
-    ("streamapp", (), "streamapp-streamapp-operator"),  # the test bed's and the demo's release
+    ("streamapp", (), "streamapp-streamapp-operator"),  # any other release name: prefixed to the chart's
     ("streamapp", ("nameOverride=ops",), "streamapp-ops"),
     ("streamapp", ("fullnameOverride=stream-ops",), "stream-ops"),
 ])
@@ -99,6 +99,9 @@ def test_object_names_follow_helms_fullname_convention(release, sets, fullname):
             assert name.startswith(fullname) and "streamapp-operator-streamapp-operator" not in name, name
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     assert f"--webhook-service={fullname}-webhook.{NAMESPACE}" in args
+    # the Services' environment variables (STREAMAPP_OPERATOR_METRICS_PORT=tcp://... under the
+    # release streamapp-operator) would collide with the operator's own settings
+    assert deployment["spec"]["template"]["spec"]["enableServiceLinks"] is False
 
 
 def test_cluster_wide_option():

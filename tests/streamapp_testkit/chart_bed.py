@@ -16,7 +16,7 @@ import yaml
 from streamapp_testbed.paths import REPO_DIR, cache_dir, versions
 
 CHART = REPO_DIR / "charts" / "streamapp-operator"
-RELEASE, NAMESPACE = "streamapp", "streamapp-system"
+RELEASE, NAMESPACE = "streamapp-operator", "streamapp-system"  # as the README installs it
 MONITORING_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
 PYTHONPATH = os.pathsep.join(str(REPO_DIR / p) for p in ("crds", "operator", "apps", "testbed"))
 ALL_ON = ("serviceMonitor.enabled=true", "podMonitor.enabled=true", "prometheusRule.enabled=true")
