@@ -11,12 +11,14 @@ The tests run in order and build on each other (one app, to keep the time reason
 from __future__ import annotations
 
 import re
+import urllib.request
 
 import pytest
 
 from streamapp_testkit.e2e_clicks import (APP, CLASS, LATE, MALFORMED, NS, PG_SECRET, REPO, RUN, TOPIC, VERSION, app_object,
                         executors_follow, manifest, new_driver, outputs_exact, produce, round_events, running)  # fmt: skip
-from streamapp_testbed.waiting import wait_for
+from streamapp_api.sinks import query_name_of
+from streamapp_testbed.waiting import NotYet, wait_for
 from streamapp_testbed import cluster_apps, kafka_admin
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -59,6 +61,28 @@ def test_runs_on_driver_and_executor_pods_and_both_sinks_are_exact(operator, pro
     # topic and counted (the driver is replaced two tests on, so its count must be scraped by then).
     wait_for("the malformed record dead-lettered and counted", lambda: prometheus.query(
         f'streamapp_dead_letter_records_total{{namespace="{NS}", app="{APP}"}} >= 1'), timeout=120, every=5)
+
+
+def streaming_page(port: int) -> str | NotYet:
+    """Spark UI's Structured Streaming page (the driver registers it with its first query)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/StreamingQuery/", timeout=10) as page:
+            return page.read().decode()
+    except OSError as e:
+        return NotYet(f"Spark UI: {e}")
+
+
+def test_spark_ui_answers_through_its_service_and_lists_the_apps_queries(operator):
+    """What docs/operator.md tells a user to do: `kubectl port-forward svc/<app>-ui 4040`, then open
+    the Structured Streaming page; status.uiURL names that Service."""
+    c = operator
+    assert app_object(c)["status"]["uiURL"] == f"http://{APP}-ui.{NS}.svc:4040"
+    queries = {query_name_of(sink) for sink in manifest(c.kafka_bootstrap)["spec"]["sinks"]}
+    assert len(queries) >= 2
+    with c.port_forward(NS, f"svc/{APP}-ui", 4040) as port:
+        page = wait_for("the Structured Streaming page", lambda: streaming_page(port), timeout=60, every=2)
+        cells = set(re.findall(r">\s*([^<>]+?)\s*<", page))  # the names are table cells: <td>name</td>
+        assert "Active Streaming Queries" in page and not queries - cells, (sorted(queries), page)
 
 
 AUTH_DIR = "/var/run/secrets/streamapp.io/spark-auth"
