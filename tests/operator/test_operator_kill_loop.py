@@ -135,5 +135,5 @@ def test_operator_killed_mid_reconcile_never_runs_two_drivers(own_namespace, kaf
     assert len(watch.created) >= 5, f"only {len(watch.created)} drivers were ever created: the loop did not exercise restarts; watch errors: {watch.errors[:5]}"
     assert len(cluster.driver_pods("app")) == 1
     assert cluster.config_properties("app")["spark.executor.instances"] == str(executors)
-    for kind in ("ServiceAccount", "Role", "RoleBinding", "Service", "ConfigMap"):
-        assert len(cluster.kube.list(kind, cluster.namespace, "streamapp.io/app=app")) == 1, kind
+    for kind, count in (("ServiceAccount", 1), ("Role", 1), ("RoleBinding", 1), ("Service", 2), ("ConfigMap", 1)):
+        assert len(cluster.kube.list(kind, cluster.namespace, "streamapp.io/app=app")) == count, kind  # Service: driver, ui

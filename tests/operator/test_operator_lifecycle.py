@@ -19,8 +19,10 @@ from streamapp_testkit.operator_bed import example, input_topics, network_settin
 from streamapp_testbed.waiting import wait_for
 
 pytestmark = pytest.mark.integration
-CHILDREN = ("ServiceAccount", "Role", "RoleBinding", "Secret", "ConfigMap", "Service", "NetworkPolicy",
-            "PodDisruptionBudget", "Pod")
+# (kind, name suffix) of every child of an app named <name>: <name>-<suffix>
+CHILDREN = (("ServiceAccount", "driver"), ("Role", "driver"), ("RoleBinding", "driver"), ("Secret", "spark-auth"),
+            ("ConfigMap", "config"), ("Service", "driver"), ("Service", "ui"), ("NetworkPolicy", "spark"),
+            ("PodDisruptionBudget", "driver"), ("Pod", "driver"))
 EXAMPLES = ("word-count", "click-sessions", "log-routing", "not-looking-at-facebook", "pos-invoices",
             "profile-enrichment", "search-clicks", "stock-stats")
 
@@ -40,16 +42,17 @@ def test_every_example_gets_its_children_owned_and_a_running_driver(cluster, kaf
     for name in apps:
         wait_for(f"{name} Running", lambda: cluster.status(name).get("phase") == "Running", timeout=120)
         uid = cluster.app(name)["metadata"]["uid"]
-        suffix = {"ConfigMap": "config", "Secret": "spark-auth", "NetworkPolicy": "spark"}
-        rendered = {o["kind"]: o for o in render_children(load(apps[name]), uid, Launch(1), network_settings())}
-        for kind in CHILDREN:
-            child = cluster.get(kind, f"{name}-{suffix.get(kind, 'driver')}")
-            assert child is not None, f"{name}: no {kind}"
+        rendered = {(o["kind"], o["metadata"]["name"]): o
+                    for o in render_children(load(apps[name]), uid, Launch(1), network_settings())}
+        for kind, suffix in CHILDREN:
+            child = cluster.get(kind, f"{name}-{suffix}")
+            assert child is not None, f"{name}: no {kind} {name}-{suffix}"
             owners = child["metadata"].get("ownerReferences") or []
             assert [(o["uid"], o.get("controller")) for o in owners] == [(uid, True)], f"{name}: {kind} owners {owners}"
             # As the API server holds it (validated, defaulted), nothing is left to converge.
-            if kind in rendered:
-                assert converge(rendered[kind], child) is None, f"{name}: {kind} would be patched again"
+            if (kind, f"{name}-{suffix}") in rendered:
+                assert converge(rendered[kind, f"{name}-{suffix}"], child) is None, \
+                    f"{name}: {kind} {name}-{suffix} would be patched again"
         assert len(base64.b64decode(cluster.get("Secret", f"{name}-spark-auth")["data"]["secret"])) == 32
         # Kubernetes' disruption controller counts the driver (no scale of the StreamApp asked): while
         # it is Ready, no eviction is allowed
@@ -183,9 +186,14 @@ def test_kubectl_scale_sets_the_executor_count(cluster, kafka):
         (pod := cluster.running_driver("app")) and pod["metadata"]["annotations"]["streamapp.io/executors"] == "4"),
         timeout=60)
     assert cluster.config_properties("app")["spark.executor.instances"] == "4"
+    # The test bed's driver never applies a count in place: status keeps the count it runs with until
+    # the operator restarts it with the new one (after its rescale timeout, 60 s).
+    assert cluster.status("app").get("executors") == 1
     scale = wait_for("scale subresource", lambda: (
-        (out := cluster.kubectl("get", "sapp/app", "-o", "jsonpath={.status.executors}").stdout) == "4" and out))
+        (out := cluster.kubectl("get", "sapp/app", "-o", "jsonpath={.status.executors}").stdout) == "4" and out),
+        timeout=150)
     assert scale == "4"
+    assert cluster.status("app")["scaling"]["lastRescale"]["method"] == "Fallback"
 
 
 def test_an_older_budget_with_max_unavailable_is_patched_to_min_available(cluster):
