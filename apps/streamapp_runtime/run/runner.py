@@ -244,8 +244,7 @@ def end_dry_available_now(spark, running: Running) -> None:
     for query, qp in zip(running.queries, running.plans, strict=True):
         if qp.name in running.ended_dry or qp.trigger.kind != "available-now" or not query.isActive:
             continue
-        recent = list(running.listener.recent.get(qp.name, ())) if running.listener is not None else []
-        if stopping.ran_dry(recent) and spark_compat.start_no_new_batch(spark, query):
+        if stopping.ran_dry(stopping.recent_progress(query)) and spark_compat.start_no_new_batch(spark, query):
             running.ended_dry.add(qp.name)
             log.info("query %s: every record read and nothing left to close; ending it", qp.name)
 

@@ -67,3 +67,11 @@ def _offsets(value):
 
 def _watermark(progress: dict) -> str | None:
     return (progress.get("eventTime") or {}).get("watermark")
+
+
+def recent_progress(query) -> list[dict]:
+    """The query's last progresses as dicts (oldest first); none when its JVM side is gone."""
+    try:
+        return [json.loads(p.json) if hasattr(p, "json") else p for p in query.recentProgress]
+    except Exception:  # noqa: BLE001 - a stopped query reports nothing more
+        return []
