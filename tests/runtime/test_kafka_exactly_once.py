@@ -29,7 +29,7 @@ from streamapp_testbed import clickstream
 from streamapp_testbed.kafka_admin import create_topic, read_topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-KILLS = {"volume": 10, "s3": 3}  # on S3 fewer: the same code, on a checkpoint whose writes take longer
+KILLS = {"volume": 6, "s3": 2}  # on S3 fewer: the same code, on a checkpoint whose writes take longer
 MALFORMED = 5
 
 
