@@ -188,7 +188,7 @@ def test_kubectl_scale_sets_the_executor_count(cluster, kafka):
     assert cluster.config_properties("app")["spark.executor.instances"] == "4"
     # The test bed's driver never applies a count in place: status keeps the count it runs with until
     # the operator restarts it with the new one (after its rescale timeout, 60 s).
-    assert cluster.status("app").get("executors") == 1
+    assert cluster.status("app").get("executors") in (0, 1), "a count asked but not applied is not shown as running"
     scale = wait_for("scale subresource", lambda: (
         (out := cluster.kubectl("get", "sapp/app", "-o", "jsonpath={.status.executors}").stdout) == "4" and out),
         timeout=150)
