@@ -352,3 +352,23 @@ def plan_classes(df, optimized: bool = False) -> frozenset[str]:
     execution = df._jdf.queryExecution()
     root = execution.optimizedPlan() if optimized else execution.analyzed()
     return frozenset(str(node.getClass().getName()) for node in _catalyst_nodes(df.sparkSession, root))
+
+
+# --- A micro-batch query's stop after its batch in flight --------------------------------------------
+
+# The state a stopped query is in; the loop of a micro-batch query reads it before each batch (the one
+# Spark itself sets when an available-now query has nothing left), and query.stop() interrupts instead.
+_TERMINATED = "org.apache.spark.sql.execution.streaming.runtime.TERMINATED$"
+
+
+def start_no_new_batch(spark, query) -> bool:
+    """Have a micro-batch query start no new batch: the batch in flight finishes and commits (one that
+    has not begun its work yet is dropped, to be replayed from its offsets on the next start), then the
+    query ends as a stopped one. False when this Spark's query is not as expected (then stop() it)."""
+    try:
+        terminated = spark.sparkContext._jvm.java.lang.Class.forName(_TERMINATED).getField("MODULE$").get(None)
+        query._jsq.streamingQuery().state().set(terminated)
+        return True
+    except Exception as exc:  # noqa: BLE001 - the caller stops the query the plain way
+        log.warning("query %s: cannot end it after its batch in flight (%s); stopping it now", query.name, exc)
+        return False

@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import sys
+from collections import deque
 
 from pyspark.sql.streaming import StreamingQueryListener
 
@@ -20,6 +21,10 @@ class ProgressListener(StreamingQueryListener):
         self.committer = committer  # consumer_groups.GroupCommitter: each batch's offsets to the query's group
         self.dead_letter_writer = dead_letter_writer  # run.dead_letters.DeadLetterWriter: reads back batches that had bad records
         self.last_batch: dict[str, int] = {}  # query -> the id of the last batch seen
+        # query -> its last two progresses (oldest first): whether an available-now query ran dry
+        # (stopping.ran_dry) is read from here, not from query.recentProgress, a py4j round trip
+        # per progress that the supervisor's poll would make several times a second.
+        self.recent: dict[str, deque] = {}
         self.queries = queries  # only this app's queries (a test session may run others)
         self.names: dict[str, str] = {}
         self.quiet = quiet
@@ -43,6 +48,7 @@ class ProgressListener(StreamingQueryListener):
         if self.dead_letter_writer is not None:
             self.dead_letter_writer.batch_done(p)
         self.last_batch[p["name"]] = p.get("batchId", -1)
+        self.recent.setdefault(p["name"], deque(maxlen=2)).append(p)
         if self.progress_file is not None:
             self.progress_file.write(json.dumps(p) + "\n")
         if not self.quiet:

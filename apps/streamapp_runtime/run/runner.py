@@ -1,9 +1,9 @@
 """Start an app's queries and supervise them: what `streamapp run` and the driver pod both execute.
 
-SIGTERM asks every query to stop at the end of its current micro-batch; once each has committed,
-``run`` returns 0. A query that loses Kafka (see ``recovery``) is restarted from its checkpoint after
-a backoff; any other failure makes ``run`` stop the others and return 1, and the checkpoint resumes
-it on the next start with nothing lost.
+SIGTERM stops every query after its micro-batch in flight commits (a real-time one at once, see
+``stopping``); then ``run`` returns 0. A query that loses Kafka (see ``recovery``) is restarted from
+its checkpoint after a backoff; any other failure makes ``run`` stop the others and return 1, and the
+checkpoint resumes it on the next start with nothing lost.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from streamapp_runtime.checkpoint.fence import Fence, owner_id
 from streamapp_runtime.checkpoint.record import read_record, write_record
 from streamapp_runtime.compile.compiler import Compiler
 from streamapp_runtime.compile.frame import INTERNAL_PREFIX
-from streamapp_runtime.run import dead_letters, plan_guard, recovery, rescale, termination
+from streamapp_runtime.run import dead_letters, plan_guard, recovery, rescale, stopping, termination
 from streamapp_runtime.run.consumer_groups import GroupCommitter, admin_commit
 from streamapp_runtime.run.kafka_wait import admin_client, partition_counts
 from streamapp_runtime.run.listener import ProgressListener
@@ -54,6 +54,7 @@ class Running:
     fence: Fence | None = None  # this driver's ownership of the checkpoint
     rescaler: rescale.Rescaler | None = None  # a driver pod's: follows the executor count on its pod
     dead_letter_writer: dead_letters.DeadLetterWriter | None = None  # the sources whose sink queries count bad records
+    ended_dry: set[str] = field(default_factory=set)  # available-now queries told to start no new batch
 
     def query_names(self) -> list[str]:
         return [q.name for q in self.queries]
@@ -231,14 +232,22 @@ def stop_now(spark, running: Running) -> None:
         running.committer = None
 
 
-def stop_gracefully(running: Running, timeout: float = 600) -> None:
-    """Stop each query between micro-batches: the current batch finishes and commits first."""
-    deadline = time.monotonic() + timeout
-    for query in running.queries:
-        while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if query.isActive:
-            query.stop()
+def stop_gracefully(spark, running: Running, timeout: float = 600) -> None:
+    """Stop each query after its batch in flight commits, a real-time one at once (``stopping``)."""
+    realtime = [qp.trigger.kind == "realtime" for qp in running.plans]
+    stopping.stop_after_batch_in_flight(spark, running.queries, realtime, timeout)
+
+
+def end_dry_available_now(spark, running: Running) -> None:
+    """An available-now query that has read its topics to their end and whose watermark no longer
+    moves starts no new batch: with a ``ttl`` Spark would run an empty one at every trigger, for ever."""
+    for query, qp in zip(running.queries, running.plans, strict=True):
+        if qp.name in running.ended_dry or qp.trigger.kind != "available-now" or not query.isActive:
+            continue
+        recent = list(running.listener.recent.get(qp.name, ())) if running.listener is not None else []
+        if stopping.ran_dry(recent) and spark_compat.start_no_new_batch(spark, query):
+            running.ended_dry.add(qp.name)
+            log.info("query %s: every record read and nothing left to close; ending it", qp.name)
 
 
 def failure_text(exc) -> str:
@@ -255,7 +264,7 @@ def schedule_retry(spark, running: Running, waiting: dict[int, float], i: int, f
     if not decision.retry:
         log.error("query %s %s: %s", name, gave_up, failure.split("\n")[0])
         termination.write(termination.message(failure, f"query {name} {gave_up}"))
-        stop_gracefully(running, timeout=60)
+        stop_gracefully(spark, running, timeout=60)
         stop_now(spark, running)
         return False
     log.warning("query %s %s (%s); attempt %d, next try in %.0fs from its checkpoint",
@@ -276,7 +285,7 @@ def supervise(spark, running: Running, poll: float = 0.2, policy: recovery.Retry
         if running.stop_requested.is_set():
             log.info("stop requested: finishing the current micro-batches")
             # With Kafka gone, a running micro-batch cannot commit: do not wait for it (it is replayed).
-            stop_gracefully(running, timeout=10 if waiting else 600)
+            stop_gracefully(spark, running, timeout=10 if waiting else 600)
             stop_now(spark, running)
             if running.fence is not None:
                 running.fence.release()
@@ -310,7 +319,11 @@ def supervise(spark, running: Running, poll: float = 0.2, policy: recovery.Retry
                 continue
             running.metrics.restarted(qp.name)
             log.info("restarted query %s from checkpoint %s", qp.name, qp.checkpoint)
+        end_dry_available_now(spark, running)
         if not waiting and all(not q.isActive for q in running.queries):
+            for query, qp in zip(running.queries, running.plans, strict=True):
+                if qp.name in running.ended_dry:  # its last (empty) batch may still be committing
+                    stopping.finish(query, timeout=600)
             stop_now(spark, running)
             if running.fence is not None:
                 running.fence.release()
