@@ -235,6 +235,44 @@ def fs_names(spark, location: str) -> list[str]:
     return sorted(status.getPath().getName() for status in fs.listStatus(path))
 
 
+def fs_entries(spark, location: str) -> list[tuple[str, bool]]:
+    """The entries of a folder, each with whether it is a folder (none when it does not exist): one
+    listing, where a test per entry would cost a request each on an object store."""
+    fs, path = _fs_path(spark, location)
+    if not fs.exists(path):
+        return []
+    return sorted((status.getPath().getName(), bool(status.isDirectory())) for status in fs.listStatus(path))
+
+
+def fs_copy_file(spark, source: str, target: str) -> None:
+    """Copy one file as it is between two locations, either of which may be a local path (no scheme):
+    that side is a plain file (Hadoop's local FileSystem would add checksum files). FileNotFoundError
+    when the source is gone."""
+    from urllib.parse import urlparse
+
+    from py4j.protocol import Py4JJavaError
+
+    jvm = spark.sparkContext._jvm
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    util = jvm.org.apache.hadoop.fs.FileUtil
+
+    def side(location: str):
+        return jvm.java.io.File(location) if not urlparse(location).scheme else _fs_path(spark, location)
+
+    src, dst = side(source), side(target)
+    try:
+        if not isinstance(src, tuple):
+            util.copy(src, *dst, False, conf)
+        elif not isinstance(dst, tuple):
+            util.copy(*src, dst, False, conf)
+        else:
+            util.copy(*src, *dst, False, conf)
+    except Py4JJavaError as exc:
+        if exc.java_exception.getClass().getName() == "java.io.FileNotFoundException":
+            raise FileNotFoundError(2, "No such file", source) from exc
+        raise
+
+
 def fs_delete_tree(spark, location: str) -> bool:
     """Delete a folder and everything under it (an object store: every object of the prefix); False
     when nothing was there."""

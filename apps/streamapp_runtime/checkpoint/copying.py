@@ -6,7 +6,8 @@ Spark writes each of those files once and never changes it, so a batch running m
 files, which are left out; it deletes only files older than ``minBatchesToRetain`` batches, so a file
 gone while the copy runs fails it (``CopyRaced``) rather than leaving a hole. ``streamapp.json``
 follows, and ``_snapshot.json`` (which batch of each query the copy holds) is written last: a copy
-without it is incomplete. See docs/state-operations.md.
+without it is incomplete. ``restore`` copies a complete one into an empty checkpoint, from which
+each query resumes at its batch + 1. See docs/state-operations.md.
 """
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ from streamapp_runtime.checkpoint import files, layout
 from streamapp_runtime.checkpoint.record import RECORD_FILE
 
 SNAPSHOT_FILE = "_snapshot.json"
+
+
+class Refused(ValueError):
+    """A copy or a restore that would mix or lose state; the message names the location and why."""
 
 
 class CopyRaced(RuntimeError):
@@ -36,13 +41,13 @@ def copy_committed(source_root: str, target_root: str) -> Copied:
     """Copy the checkpoint at ``source_root`` into the empty or new ``target_root``, each query at its
     last committed batch."""
     if files.names(target_root):
-        raise ValueError(f"{target_root}: a checkpoint is copied into an empty or new folder")
+        raise Refused(f"{target_root}: a checkpoint is copied into an empty or new folder")
     batches: dict[str, int | None] = {}
     count = 0
     try:
-        for query in files.names(source_root):
+        for query, is_folder in files.entries(source_root):
             folder = join(source_root, query)
-            if not files.is_folder(folder):
+            if not is_folder:
                 continue
             batches[query] = layout.last_committed(files.names(join(folder, layout.COMMITS)))
             count += _copy_query(folder, join(target_root, query), batches[query])
@@ -58,9 +63,9 @@ def copy_committed(source_root: str, target_root: str) -> Copied:
 
 def _copy_query(source: str, target: str, batch: int | None) -> int:
     count = 0
-    for name in files.names(source):
+    for name, is_folder in files.entries(source):
         here = join(source, name)
-        if not files.is_folder(here):
+        if not is_folder:
             if not layout.is_temporary(name):
                 files.copy_file(here, join(target, name))
                 count += 1
@@ -71,11 +76,49 @@ def _copy_query(source: str, target: str, batch: int | None) -> int:
 
 def _copy_tree(source: str, target: str, top: str, batch: int) -> int:
     count = 0
-    for name in files.names(source):
+    for name, is_folder in files.entries(source):
         here = join(source, name)
-        if files.is_folder(here):
+        if is_folder:
             count += _copy_tree(here, join(target, name), top, batch)
         elif layout.belongs_to(top, name, batch):
+            files.copy_file(here, join(target, name))
+            count += 1
+    return count
+
+
+def snapshot_batches(snapshot_root: str) -> dict[str, int | None]:
+    """Each query's batch in the snapshot at ``snapshot_root``; Refused when it has no readable
+    ``_snapshot.json`` (its copy did not finish, or it is no snapshot)."""
+    location = join(snapshot_root, SNAPSHOT_FILE)
+    text = files.read_text(location)
+    if text is None:
+        raise Refused(f"{snapshot_root}: no {SNAPSHOT_FILE}: not a snapshot, or an incomplete one (its copy did not "
+                      "finish); it is never restored")
+    try:
+        return dict(json.loads(text)["batches"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise Refused(f"{location}: unreadable ({exc}); the snapshot is not restored") from exc
+
+
+def restore(snapshot_root: str, target_root: str) -> Copied:
+    """Copy the complete snapshot at ``snapshot_root`` into the empty or new checkpoint ``target_root``:
+    a run there resumes each query at its snapshot batch + 1."""
+    batches = snapshot_batches(snapshot_root)
+    if files.names(target_root):
+        raise Refused(f"{target_root}: the checkpoint is not empty; a snapshot is restored into an empty or new "
+                      "one (a new state generation, or delete this one first)")
+    # _snapshot.json stays behind: the restored checkpoint moves past those batches at its first commit,
+    # and a live checkpoint that said it was a complete snapshot would be copied as one by a plain copy.
+    return Copied(batches, _copy_all(snapshot_root, target_root, skip=SNAPSHOT_FILE))
+
+
+def _copy_all(source: str, target: str, skip: str = "") -> int:
+    count = 0
+    for name, is_folder in files.entries(source):
+        here = join(source, name)
+        if is_folder:
+            count += _copy_all(here, join(target, name))
+        elif name != skip:
             files.copy_file(here, join(target, name))
             count += 1
     return count

@@ -1,6 +1,6 @@
 """The files the runtime reads and writes itself under a checkpoint root: its record (``record``), the
 driver's owner marker (``fence``), the commit logs `streamapp state` and the dead-letter writer read,
-and a copy of a committed batch (``copying``). Spark reaches the rest of the checkpoint on its own.
+and a copy of a committed batch or a snapshot (``copying``). Spark reaches the rest of the checkpoint on its own.
 Locations are strings, joined with ``streamapp_api.checkpoint.join`` (never pathlib, which folds
 ``s3a://`` into ``s3a:/``).
 
@@ -93,26 +93,34 @@ def delete_tree(location: str) -> bool:
     return True
 
 
-def is_folder(location: str) -> bool:
-    """Whether the location is a folder (False when nothing is there)."""
-    return os.path.isdir(_local_only(location, "listed as a tree"))
+def entries(location: str) -> list[tuple[str, bool]]:
+    """The entries of a folder, each with whether it is a folder (none when it does not exist)."""
+    if not is_local(location):
+        spark, compat = _spark(location)
+        return compat.fs_entries(spark, location)
+    path = local_path(location)
+    if not os.path.isdir(path):
+        return []
+    with os.scandir(path) as found:
+        return sorted((entry.name, entry.is_dir()) for entry in found)
 
 
 def copy_file(source: str, target: str) -> None:
-    """Copy one file as it is (a state store's files are binary), making the target's folder.
-    FileNotFoundError when the source is gone (Spark purged it meanwhile)."""
-    target_path = _local_only(target, "copied")
-    os.makedirs(os.path.dirname(target_path) or ".", exist_ok=True)
-    shutil.copyfile(_local_only(source, "copied"), target_path)
+    """Copy one file as it is (a state store's files are binary), making the target's folder; between
+    a volume and an object store either way too. FileNotFoundError when the source is gone (Spark
+    purged it meanwhile)."""
+    source_path = local_path(source) if is_local(source) else source
+    target_path = local_path(target) if is_local(target) else target
+    if is_local(source) and not os.path.exists(source_path):
+        raise FileNotFoundError(2, "No such file", source)
+    if is_local(target):
+        os.makedirs(os.path.dirname(target_path) or ".", exist_ok=True)
+        if is_local(source):
+            shutil.copyfile(source_path, target_path)
+            return
+    spark, compat = _spark(target if is_local(source) else source)
+    compat.fs_copy_file(spark, source_path, target_path)
 
 
-def _local_only(location: str, what: str) -> str:
-    # An object store is reached through Spark's Hadoop FileSystem (spark_compat), which has no
-    # folder test or binary copy yet: until it has, a checkpoint there cannot be copied.
-    if not is_local(location):
-        raise UnsupportedLocation(f"checkpoint {location!r}: only a volume's checkpoint can be {what} for now")
-    return local_path(location)
-
-
-__all__ = ["UnsupportedLocation", "copy_file", "delete_tree", "is_folder", "is_local", "join", "local_path", "names", "read_text",
+__all__ = ["UnsupportedLocation", "copy_file", "delete_tree", "entries", "is_local", "join", "local_path", "names", "read_text",
            "write_text"]

@@ -53,8 +53,10 @@ def run(args: argparse.Namespace) -> int:
     from streamapp_runtime.run.settings import checkpoint_root
 
     base = checkpoint_base(args.checkpoint, dict(os.environ), app, checkpoint_root(None, {}, app.metadata.name))
+    from streamapp_runtime.run.session import object_store_session
+
     # An object-store checkpoint is listed and deleted through Spark's Hadoop FileSystem: Spark starts first.
-    spark = None if is_local(base) else object_store_session(app)
+    spark = None if is_local(base) else object_store_session(app, "cleanup")
     try:
         try:
             found, queries, admin = observe(app, args, base, uris)
@@ -105,24 +107,6 @@ def postgres_uris(flags: list[str], environ: dict[str, str]) -> dict[str, str]:
     uris = postgres_env_uris(environ)
     uris.update({postgres_env_name(k) if k != "*" else "*": v for k, v in postgres_flags(flags).items()})
     return uris
-
-
-def object_store_session(app):
-    """The active SparkSession (a test's, a notebook's), else a local one with the app's object-store
-    settings: an s3a:// checkpoint is read and deleted through Spark's Hadoop FileSystem."""
-    import logging
-
-    from pyspark.sql import SparkSession
-
-    from streamapp_runtime.run.session import create_session
-    from streamapp_runtime.run.settings import spark_defaults
-
-    if SparkSession.getActiveSession() is not None:
-        return None
-    logging.getLogger("py4j").setLevel(logging.WARNING)
-    conf = spark_defaults(app.metadata.name, app.spec.state.store, {}, app.spec.state.checkpoint.spark_conf())
-    conf.update({"spark.master": "local[1]", "spark.app.name": f"streamapp-cleanup-{app.metadata.name}"})
-    return create_session(conf)
 
 
 def act(items, live: list[str], admin, uris: dict[str, str], args) -> int:

@@ -83,3 +83,19 @@ def stop_session(spark) -> None:
         except OSError:
             pass
     _made_here.clear()
+
+
+def object_store_session(app, command: str):
+    """For a command that reaches an app's s3a:// location (through Spark's Hadoop FileSystem): None
+    when a SparkSession is active already (a test's, a notebook's: it is used), else a local one with
+    the app's object-store settings, which the caller stops."""
+    from pyspark.sql import SparkSession
+
+    from streamapp_runtime.run.settings import spark_defaults
+
+    if SparkSession.getActiveSession() is not None:
+        return None
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    conf = spark_defaults(app.metadata.name, app.spec.state.store, {}, app.spec.state.checkpoint.spark_conf())
+    conf.update({"spark.master": "local[1]", "spark.app.name": f"streamapp-{command}-{app.metadata.name}"})
+    return create_session(conf)

@@ -1,6 +1,6 @@
 """The checkpoint's home (streamapp_runtime.checkpoint): which of Spark's files belong to a committed
-batch, the runtime's record, and a copy taken at each query's last committed batch while a newer batch
-is half written, on a local folder."""
+batch, the runtime's record, a copy taken at each query's last committed batch while a newer batch
+is half written, and its restore, on a local folder."""
 
 from __future__ import annotations
 
@@ -94,6 +94,32 @@ def test_the_record_is_json_and_says_so_when_it_is_not(tmp_path):
         record.read_record(str(tmp_path))
 
 
-def test_an_object_store_checkpoint_is_not_copied_yet():
-    with pytest.raises(UnsupportedLocation, match="only a volume's checkpoint"):
+def test_an_object_store_copy_needs_spark_and_says_so():
+    with pytest.raises(UnsupportedLocation, match="no SparkSession is running"):
         copying.files.copy_file("s3a://bucket/app/gen-0/q/metadata", "/tmp/x")
+
+
+def test_a_restore_copies_a_complete_snapshot_into_an_empty_checkpoint_and_nothing_else(tmp_path):
+    source, snapshot, target = tmp_path / "gen-0", tmp_path / "snap", tmp_path / "gen-1"
+    _write(source, {"streamapp.json": "{}\n", "_owner.json": "{}", "q/metadata": "{}", "q/offsets/0": "o",
+                    "q/offsets/1": "o", "q/commits/0": "c", "q/state/0/0/1.delta": "d", "q/state/0/0/2.delta": "running"})
+    copying.copy_committed(str(source), str(snapshot))
+
+    restored = copying.restore(str(snapshot), str(target))
+
+    assert restored.batches == {"q": 0}
+    # what a run resumes from; the snapshot's marker stays with the snapshot
+    assert _tree(target) == {"streamapp.json", "q/metadata", "q/offsets/0", "q/commits/0", "q/state/0/0/1.delta"}
+    assert restored.files == len(_tree(target))
+    with pytest.raises(copying.Refused, match=f"{target}: the checkpoint is not empty"):
+        copying.restore(str(snapshot), str(target))
+
+
+@pytest.mark.parametrize("marker, reason", [(None, "incomplete one"), ("{half", "unreadable")])
+def test_a_snapshot_without_a_readable_marker_is_never_restored(tmp_path, marker, reason):
+    snapshot = tmp_path / "snap"
+    _write(snapshot, {"q/metadata": "{}", "q/commits/0": "c", **({copying.SNAPSHOT_FILE: marker} if marker else {})})
+    with pytest.raises(copying.Refused, match=reason) as refused:
+        copying.restore(str(snapshot), str(tmp_path / "gen-1"))
+    assert str(snapshot) in str(refused.value)
+    assert not (tmp_path / "gen-1").exists()
