@@ -13,7 +13,10 @@ each query resumes at its batch + 1. See docs/state-operations.md.
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from streamapp_api.checkpoint import join
 
@@ -21,6 +24,7 @@ from streamapp_runtime.checkpoint import files, layout
 from streamapp_runtime.checkpoint.record import RECORD_FILE
 
 SNAPSHOT_FILE = "_snapshot.json"
+COPIERS = 8  # files copied at once
 
 
 class Refused(ValueError):
@@ -43,47 +47,55 @@ def copy_committed(source_root: str, target_root: str) -> Copied:
     if files.names(target_root):
         raise Refused(f"{target_root}: a checkpoint is copied into an empty or new folder")
     batches: dict[str, int | None] = {}
-    count = 0
+    chosen: list[tuple[str, str]] = []
     try:
         for query, is_folder in files.entries(source_root):
             folder = join(source_root, query)
             if not is_folder:
                 continue
+            # the batch first, then what belongs to it: a listing after the commit holds all of it
             batches[query] = layout.last_committed(files.names(join(folder, layout.COMMITS)))
-            count += _copy_query(folder, join(target_root, query), batches[query])
+            chosen += _query_files(folder, join(target_root, query), batches[query])
+        _copy(chosen)
         record = files.read_text(join(source_root, RECORD_FILE))
     except FileNotFoundError as exc:
         raise CopyRaced(f"{source_root}: {exc.filename} was deleted while it was copied") from exc
     if record is not None:
         files.write_text(join(target_root, RECORD_FILE), record)
-        count += 1
     files.write_text(join(target_root, SNAPSHOT_FILE), json.dumps({"batches": batches}, sort_keys=True) + "\n")
-    return Copied(batches, count)
+    return Copied(batches, len(chosen) + (record is not None))
 
 
-def _copy_query(source: str, target: str, batch: int | None) -> int:
-    count = 0
+def _query_files(source: str, target: str, batch: int | None) -> list[tuple[str, str]]:
+    chosen = []
     for name, is_folder in files.entries(source):
         here = join(source, name)
         if not is_folder:
             if not layout.is_temporary(name):
-                files.copy_file(here, join(target, name))
-                count += 1
+                chosen.append((here, join(target, name)))
         elif batch is not None or name not in (*layout.LOGS, layout.STATE):  # nothing committed: no logs, no state
-            count += _copy_tree(here, join(target, name), name, -1 if batch is None else batch)
-    return count
+            wanted = partial(layout.belongs_to, name, batch=-1 if batch is None else batch)
+            chosen += _tree_files(here, join(target, name), wanted)
+    return chosen
 
 
-def _copy_tree(source: str, target: str, top: str, batch: int) -> int:
-    count = 0
+def _tree_files(source: str, target: str, wanted: Callable[[str], bool] = lambda name: True) -> list[tuple[str, str]]:
+    chosen = []
     for name, is_folder in files.entries(source):
         here = join(source, name)
         if is_folder:
-            count += _copy_tree(here, join(target, name), top, batch)
-        elif layout.belongs_to(top, name, batch):
-            files.copy_file(here, join(target, name))
-            count += 1
-    return count
+            chosen += _tree_files(here, join(target, name), wanted)
+        elif wanted(name):
+            chosen.append((here, join(target, name)))
+    return chosen
+
+
+def _copy(chosen: list[tuple[str, str]]) -> None:
+    """Copy these (source, target) files, several at once: on an object store each file is a few
+    requests, and a checkpoint has a few files per state partition and batch."""
+    with ThreadPoolExecutor(COPIERS) as pool:
+        for _ in pool.map(lambda pair: files.copy_file(*pair), chosen):
+            pass
 
 
 def snapshot_batches(snapshot_root: str) -> dict[str, int | None]:
@@ -109,16 +121,7 @@ def restore(snapshot_root: str, target_root: str) -> Copied:
                       "one (a new state generation, or delete this one first)")
     # _snapshot.json stays behind: the restored checkpoint moves past those batches at its first commit,
     # and a live checkpoint that said it was a complete snapshot would be copied as one by a plain copy.
-    return Copied(batches, _copy_all(snapshot_root, target_root, skip=SNAPSHOT_FILE))
-
-
-def _copy_all(source: str, target: str, skip: str = "") -> int:
-    count = 0
-    for name, is_folder in files.entries(source):
-        here = join(source, name)
-        if is_folder:
-            count += _copy_all(here, join(target, name))
-        elif name != skip:
-            files.copy_file(here, join(target, name))
-            count += 1
-    return count
+    chosen = _tree_files(snapshot_root, target_root)
+    chosen = [(source, target) for source, target in chosen if source != join(snapshot_root, SNAPSHOT_FILE)]
+    _copy(chosen)
+    return Copied(batches, len(chosen))
