@@ -76,7 +76,7 @@ def test_a_snapshot_taken_under_load_restores_to_exactly_its_batch(spark, kafka,
     finally:
         running.stop_requested.set()
         supervisor.join(120)
-    assert result == [0]
+    assert result == [0], [str(q.exception()).splitlines()[:3] for q in running.queries if q.exception()]
     with psycopg.connect(postgres.dsn) as conn:
         written_before = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
     taken = capsys.readouterr().out
