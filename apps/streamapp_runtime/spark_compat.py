@@ -30,6 +30,18 @@ def set_jvm_log_level(spark, logger: str, level: str) -> None:
     jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(logger, getattr(jvm.org.apache.logging.log4j.Level, level))
 
 
+def running_session():
+    """This process's SparkSession, or None: the thread's active one, else the default one. A thread
+    py4j or Spark started may have no active session while the process runs one (the driver's)."""
+    from pyspark.errors import PySparkRuntimeError
+    from pyspark.sql import SparkSession
+
+    try:
+        return SparkSession.active()
+    except PySparkRuntimeError:  # NO_ACTIVE_OR_DEFAULT_SESSION
+        return None
+
+
 def shut_down_jvm(spark) -> None:
     """Stop Spark and its JVM now, not when Python exits: pyspark keeps the gateway (and the JVM
     process) for the next session otherwise, and a test run or a stopped driver must leave nothing."""

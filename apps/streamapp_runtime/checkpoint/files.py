@@ -31,19 +31,13 @@ def local_path(location: str) -> str:
 
 
 def _spark(location: str):
-    from pyspark.errors import PySparkRuntimeError
-    from pyspark.sql import SparkSession
-
     from streamapp_runtime import spark_compat
 
-    # The active session is per thread (the JVM's), and a thread Spark or py4j started may have none
-    # (the dead-letter writer runs on such a thread). The default session is the same one, the
-    # runtime's only session.
-    try:
-        return SparkSession.active(), spark_compat
-    except PySparkRuntimeError as exc:  # NO_ACTIVE_OR_DEFAULT_SESSION
+    spark = spark_compat.running_session()  # the runtime's only session, whichever thread asks
+    if spark is None:
         raise UnsupportedLocation(f"checkpoint {location!r}: an object-store location is read through Spark's "
-                                  "Hadoop FileSystem, and no SparkSession is running") from exc
+                                  "Hadoop FileSystem, and no SparkSession is running")
+    return spark, spark_compat
 
 
 def read_text(location: str) -> str | None:

@@ -87,13 +87,12 @@ def stop_session(spark) -> None:
 
 def object_store_session(app, command: str):
     """For a command that reaches an app's s3a:// location (through Spark's Hadoop FileSystem): None
-    when a SparkSession is active already (a test's, a notebook's: it is used), else a local one with
-    the app's object-store settings, which the caller stops."""
-    from pyspark.sql import SparkSession
-
+    when this process runs a SparkSession already (a test's, a notebook's, a driver's: it is used, and
+    never stopped by the command), else a local one with the app's object-store settings, which the
+    caller stops. The same test as the files read through it (``checkpoint.files``)."""
     from streamapp_runtime.run.settings import spark_defaults
 
-    if SparkSession.getActiveSession() is not None:
+    if spark_compat.running_session() is not None:
         return None
     logging.getLogger("py4j").setLevel(logging.WARNING)
     conf = spark_defaults(app.metadata.name, app.spec.state.store, {}, app.spec.state.checkpoint.spark_conf())

@@ -28,6 +28,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from streamapp_runtime.cli import load_app
+    from streamapp_runtime.run.session import object_store_session
     from streamapp_runtime.run.settings import checkpoint_root
     from streamapp_runtime.state import StateError, find_target, parse_keys
 
@@ -38,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     root = checkpoint_root(args.checkpoint, dict(os.environ), app.metadata.name, checkpoint.location,
                            app.spec.state.reset_nonce)
     # An object-store checkpoint is listed through Spark's Hadoop FileSystem: Spark starts first.
-    spark = None if is_local(root) else local_session(app)
+    spark = None if is_local(root) else object_store_session(app, "state")
     try:
         try:
             target = find_target(app, root, args.stream)
@@ -56,34 +57,20 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def local_session(app):
-    """A local Spark for reading the state, with the app's object-store settings."""
-    from streamapp_runtime.run.session import create_session
-    from streamapp_runtime.run.settings import spark_defaults
-
-    logging.getLogger("py4j").setLevel(logging.WARNING)
-    conf = spark_defaults(app.metadata.name, app.spec.state.store, {}, app.spec.state.checkpoint.spark_conf())
-    conf.update({"spark.master": "local[1]", "spark.app.name": f"streamapp-state-{app.metadata.name}"})
-    return create_session(conf)
-
-
 def query(app, target, keys) -> list[dict]:
-    """Read the state with the active SparkSession when there is one (tests, notebooks), else a local one."""
-    from pyspark.sql import SparkSession
-
-    from streamapp_runtime import plan
-    from streamapp_runtime.run.session import stop_session
+    """Read the state with the SparkSession this process runs (tests, notebooks, the one `run` started
+    for an object store), else a local one."""
+    from streamapp_runtime import plan, spark_compat
+    from streamapp_runtime.run.session import object_store_session, stop_session
     from streamapp_runtime.state import read_state
 
     options = plan.kafka_options(app, None, {})  # only to compile the plan: nothing connects to Kafka
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        return read_state(active, app, target, keys, options)
-    spark = local_session(app)
+    own = object_store_session(app, "state")
     try:
-        return read_state(spark, app, target, keys, options)
+        return read_state(own or spark_compat.running_session(), app, target, keys, options)
     finally:
-        stop_session(spark)
+        if own is not None:
+            stop_session(own)
 
 
 def render(rows: list[dict], target, keys: dict[str, str], output: str) -> str:
