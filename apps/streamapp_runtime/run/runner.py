@@ -195,9 +195,10 @@ def group_committer(app: StreamApp, options: dict[str, str], metrics: Metrics) -
                           admin_commit(admin_client(options)), metrics.group_commit_failed)
 
 
-def _wait_for_listener(queries: list[StreamingQuery], listener: ProgressListener, timeout: float = 5.0) -> None:
+def _wait_for_listener(queries: list[StreamingQuery], listener: ProgressListener, timeout: float = 60.0) -> None:
     """Until the listener has seen each query's last batch (Spark hands it progress asynchronously),
-    so that the offsets of the last batches reach the consumer groups too."""
+    so that the last batches' bad records reach the dead-letter writer and their offsets the consumer
+    groups. On a busy machine the listener can be several batches behind the queries when they end."""
     deadline = time.monotonic() + timeout
     last = {}
     for query in queries:
@@ -242,10 +243,11 @@ def end_dry_available_now(spark, running: Running) -> None:
     """An available-now query that has read its topics to their end and whose watermark no longer
     moves starts no new batch: with a ``ttl`` Spark would run an empty one at every trigger, for ever."""
     for query, qp in zip(running.queries, running.plans, strict=True):
-        if qp.name in running.ended_dry or qp.trigger.kind != "available-now" or not query.isActive:
+        if qp.name in running.ended_dry or qp.trigger.kind != "available-now" or running.listener is None:
             continue
-        recent = list(running.listener.recent.get(qp.name, ())) if running.listener is not None else []
-        if stopping.ran_dry(recent) and spark_compat.start_no_new_batch(spark, query):
+        # the listener's record first: no py4j call at each poll for a query that is still reading
+        if stopping.ran_dry(list(running.listener.recent.get(qp.name, ()))) and query.isActive \
+                and spark_compat.start_no_new_batch(spark, query):
             running.ended_dry.add(qp.name)
             log.info("query %s: every record read and nothing left to close; ending it", qp.name)
 

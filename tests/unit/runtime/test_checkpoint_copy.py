@@ -94,7 +94,11 @@ def test_the_record_is_json_and_says_so_when_it_is_not(tmp_path):
         record.read_record(str(tmp_path))
 
 
-def test_an_object_store_copy_needs_spark_and_says_so():
+def test_an_object_store_copy_needs_spark_and_says_so(monkeypatch):
+    from streamapp_runtime import spark_compat
+
+    # a whole test run may have started Spark in this process already: this is the process without it
+    monkeypatch.setattr(spark_compat, "running_session", lambda: None)
     with pytest.raises(UnsupportedLocation, match="no SparkSession is running"):
         copying.files.copy_file("s3a://bucket/app/gen-0/q/metadata", "/tmp/x")
 
