@@ -9,6 +9,7 @@ restore` call them.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import threading
 import time
@@ -18,6 +19,7 @@ import pytest
 import yaml
 
 from streamapp_api import load
+from streamapp_api.cli import main
 from streamapp_api.checkpoint import join, query_checkpoint
 from streamapp_testkit.manifests import click_sessions_manifest
 from streamapp_testkit.runtime import closed_click_windows as expected
@@ -81,6 +83,10 @@ def test_a_snapshot_taken_under_load_restores_to_exactly_its_batch(spark, kafka,
         written_before = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
     taken = capsys.readouterr().out
     batch = int(taken.split(f"{query}: batch ")[1].split()[0])
+    # `streamapp state` reads a snapshot as it reads a checkpoint: the state of the snapshot's batch
+    assert main(["state", str(manifest), "--checkpoint", snapshot, "--stream", "sessions", "-o", "json"]) == 0
+    state = json.loads(capsys.readouterr().out)
+    assert f"{state['query']}: batch {state['batchId']}" in taken, (state["query"], state["batchId"], taken)
 
     restore = argparse.Namespace(file=str(manifest), snapshot=snapshot, checkpoint=restored)
     assert restore_cli.run(restore) == 0
