@@ -37,13 +37,13 @@ def stop_after_batch_in_flight(spark, queries: list, realtime: list[bool], timeo
         query.stop()
 
 
-def finish(query, timeout: float) -> bool:
+def finish(query, timeout: float) -> None:
     """Wait up to ``timeout`` seconds for a query told to start no new batch to commit its batch in
-    flight and end; whether it ended. stop() before that would interrupt the batch."""
+    flight and end. stop() before that would interrupt the batch."""
     try:
-        return bool(query.awaitTermination(max(0.0, timeout)))
+        query.awaitTermination(max(0.0, timeout))
     except Exception:  # noqa: BLE001 - it ended with a failure, which the supervisor reads from the query
-        return True
+        pass
 
 
 def _trigger_active(query) -> bool:

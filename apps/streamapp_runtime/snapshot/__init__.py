@@ -10,7 +10,8 @@ committed batch, and such a copy made the checkpoint a run resumes from (the cop
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 
@@ -37,6 +38,37 @@ def reaching(app, command: str, *locations: str) -> Iterator[None]:
     finally:
         if spark is not None:
             stop_session(spark)
+
+
+def carry_out(command: str, app, source: str, target: str, copy: Callable[[], object], done: str) -> int:
+    """Run ``copy`` (from ``source`` into ``target``, with Spark when either is on an object store) and
+    say in one line what came of it: what the copy holds and ``done`` (0), a refusal (2) or a failure (1)."""
+    from streamapp_runtime.checkpoint.copying import CopyRaced, Refused
+
+    try:
+        with reaching(app, command.split()[-1], source, target):
+            copied = copy()
+    except Refused as exc:
+        print(f"{command}: {exc}", file=sys.stderr)
+        return 2
+    except CopyRaced as exc:
+        print(f"{command}: {exc}; take the snapshot again (into an empty folder)", file=sys.stderr)
+        return 1
+    except Exception as exc:  # noqa: BLE001 - a store refusing access, a full disk: said in one line
+        print(f"{command}: {source} -> {target}: {first_line(exc)}", file=sys.stderr)
+        return 1
+    print(describe(copied, target))
+    if done:
+        print(done)
+    return 0
+
+
+def describe(copied, dest: str) -> str:
+    """What a snapshot or a restore holds: each query's batch, the file count, where it is. Pure."""
+    lines = [f"{dest}: {copied.files} files"]
+    for query, batch in sorted(copied.batches.items()):
+        lines.append(f"  {query}: " + ("no committed batch yet" if batch is None else f"batch {batch}"))
+    return "\n".join(lines)
 
 
 def first_line(exc: BaseException) -> str:

@@ -5,7 +5,6 @@ last committed batch, taken while the app runs or not (nothing is paused: see
 from __future__ import annotations
 
 import argparse
-import sys
 
 COMMAND = "streamapp snapshot"
 
@@ -19,26 +18,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from streamapp_runtime.checkpoint.copying import CopyRaced, Refused
     from streamapp_runtime.cli import load_app
-    from streamapp_runtime.snapshot import checkpoint_of, first_line, reaching
+    from streamapp_runtime.snapshot import carry_out, checkpoint_of
 
     app = load_app(args.file, COMMAND)
     root = checkpoint_of(app, args.checkpoint)
-    try:
-        with reaching(app, "snapshot", root, args.dest):
-            copied = take(root, args.dest)
-    except Refused as exc:
-        print(f"{COMMAND}: {exc}", file=sys.stderr)
-        return 2
-    except CopyRaced as exc:
-        print(f"{COMMAND}: {exc}; take the snapshot again (into an empty folder)", file=sys.stderr)
-        return 1
-    except Exception as exc:  # noqa: BLE001 - a store refusing access, a full disk: said in one line
-        print(f"{COMMAND}: {root} -> {args.dest}: {first_line(exc)}", file=sys.stderr)
-        return 1
-    print(describe(copied, args.dest))
-    return 0
+    return carry_out(COMMAND, app, root, args.dest, lambda: take(root, args.dest), done="")
 
 
 def take(root: str, dest: str):
@@ -50,11 +35,3 @@ def take(root: str, dest: str):
     if not files.names(root):
         raise Refused(f"{root}: no checkpoint there (give the app's with --checkpoint)")
     return copy_committed(root, dest)
-
-
-def describe(copied, dest: str) -> str:
-    """What a snapshot or a restore holds: each query's batch, the file count, where it is. Pure."""
-    lines = [f"{dest}: {copied.files} files"]
-    for query, batch in sorted(copied.batches.items()):
-        lines.append(f"  {query}: " + ("no committed batch yet" if batch is None else f"batch {batch}"))
-    return "\n".join(lines)

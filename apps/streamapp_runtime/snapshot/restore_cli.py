@@ -4,7 +4,6 @@ checkpoint, so that the next ``streamapp run`` resumes each query at its snapsho
 from __future__ import annotations
 
 import argparse
-import sys
 
 COMMAND = "streamapp restore"
 
@@ -19,22 +18,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from streamapp_runtime.checkpoint.copying import Refused, restore
+    from streamapp_runtime.checkpoint.copying import restore
     from streamapp_runtime.cli import load_app
-    from streamapp_runtime.snapshot import checkpoint_of, first_line, reaching
-    from streamapp_runtime.snapshot.cli import describe
+    from streamapp_runtime.snapshot import carry_out, checkpoint_of
 
     app = load_app(args.file, COMMAND)
     target = checkpoint_of(app, args.checkpoint)
-    try:
-        with reaching(app, "restore", args.snapshot, target):
-            copied = restore(args.snapshot, target)
-    except Refused as exc:
-        print(f"{COMMAND}: {exc}", file=sys.stderr)
-        return 2
-    except Exception as exc:  # noqa: BLE001 - a store refusing access, a full disk: said in one line
-        print(f"{COMMAND}: {args.snapshot} -> {target}: {first_line(exc)}", file=sys.stderr)
-        return 1
-    print(describe(copied, target))
-    print("the next `streamapp run` on it resumes each query at the batch after its own")
-    return 0
+    return carry_out(COMMAND, app, args.snapshot, target, lambda: restore(args.snapshot, target),
+                     done="the next `streamapp run` on it resumes each query at the batch after its own")
