@@ -195,6 +195,15 @@ def group_committer(app: StreamApp, options: dict[str, str], metrics: Metrics) -
                           admin_commit(admin_client(options)), metrics.group_commit_failed)
 
 
+def last_batch_run(progress: dict) -> int:
+    """The id of the last batch a query ran, from its ``lastProgress``. An idle trigger updates
+    ``lastProgress`` with the *next* batch id but runs no batch (no ``addBatch`` phase) and posts no
+    progress event to listeners (``onQueryIdle`` instead): waiting for that id would never end."""
+    batch = progress.get("batchId", -1)
+    ran = "addBatch" in progress.get("durationMs", {}) or progress.get("numInputRows", 0) > 0
+    return batch if ran else batch - 1
+
+
 def _wait_for_listener(queries: list[StreamingQuery], listener: ProgressListener, timeout: float = 60.0) -> None:
     """Until the listener has seen each query's last batch (Spark hands it progress asynchronously),
     so that the last batches' bad records reach the dead-letter writer and their offsets the consumer
@@ -207,7 +216,7 @@ def _wait_for_listener(queries: list[StreamingQuery], listener: ProgressListener
         except Exception:  # noqa: BLE001 - a query whose JVM side is gone has nothing more to report
             continue
         if progress is not None:
-            last[query.name] = (json.loads(progress.json) if hasattr(progress, "json") else progress).get("batchId", -1)
+            last[query.name] = last_batch_run(json.loads(progress.json) if hasattr(progress, "json") else progress)
     while time.monotonic() < deadline and any(listener.last_batch.get(q, -1) < b for q, b in last.items()):
         time.sleep(0.05)
 
