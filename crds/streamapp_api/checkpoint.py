@@ -16,6 +16,7 @@ what the driver's manifest records, so a later change of the operator's default 
 from __future__ import annotations
 
 import copy
+import time
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -61,6 +62,19 @@ def checkpoint_root(base: str, reset_nonce: str | None) -> str:
 def driver_checkpoint_root(reset_nonce: str | None, location: str | None = None) -> str:
     """The driver pod's checkpoint root: under the object-store location, else under the volume's mount."""
     return checkpoint_root(location or contract.CHECKPOINT_MOUNT, reset_nonce)
+
+
+SNAPSHOTS = "snapshots"
+
+
+def snapshot_location(base: str, name: str) -> str:
+    """Where the snapshot ``name`` of an app lives: beside its state generations, under its base."""
+    return join(join(base, SNAPSHOTS), name)
+
+
+def periodic_snapshot_name(taken_at_epoch: float) -> str:
+    """A periodic snapshot's name: its time, which sorts like the time (retention deletes the oldest)."""
+    return "every-" + time.strftime("%Y%m%d-%H%M%S", time.gmtime(taken_at_epoch))
 
 
 def query_checkpoint(root: str, query: str) -> str:

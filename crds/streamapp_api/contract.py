@@ -56,6 +56,26 @@ ANN_EXECUTORS = "streamapp.io/executors"
 ANN_EXECUTORS_ASKED_AT = "streamapp.io/executors-asked-at"
 
 
+# --- snapshots: what a running driver is asked to copy ----------------------------------------------
+# The operator writes the ask on the driver pod as JSON, {"nonce": spec.state.snapshotNonce or null,
+# "every": seconds or null, "keep": n}, and changes it without restarting the driver; the runtime reads
+# it with the executor count (run/snapshots.py), takes a snapshot named after a new nonce after the next
+# committed batch, a periodic one ``every`` seconds, deletes the periodic ones beyond ``keep``, and
+# reports the last one in the metrics below, which the operator copies into status.state.lastSnapshot.
+ANN_SNAPSHOT = "streamapp.io/snapshot"
+# Gauges, labels app and snapshot: the last snapshot taken (time it completed, in seconds since the
+# epoch; its size in bytes; label location too on the first), and per query the batch it holds.
+METRIC_SNAPSHOT_TIME = "streamapp_snapshot_last_timestamp_seconds"
+METRIC_SNAPSHOT_BYTES = "streamapp_snapshot_last_bytes"
+METRIC_SNAPSHOT_BATCH = "streamapp_snapshot_last_batch"
+# The last snapshot that failed (labels app, snapshot and reason: the error's first line, at most 200
+# characters), its time as the value; gone once a later snapshot of that name succeeds.
+METRIC_SNAPSHOT_FAILED = "streamapp_snapshot_failed_timestamp_seconds"
+# Where a driver restores a new state generation from: set by the operator (which resolves
+# spec.state.restoreFrom, another app's too) on the driver pod; a local run resolves its own.
+ENV_RESTORE_FROM = "STREAMAPP_RESTORE_FROM"
+
+
 # --- metrics and health, served by the driver -----------------------------------------------------
 METRICS_PORT = 9090
 HEALTH_PATH = "/healthz"

@@ -60,6 +60,27 @@ class Stream(ApiModel):
     )
 
 
+class SnapshotSchedule(ApiModel):
+    """Periodic snapshots, taken by the running driver after a committed batch."""
+
+    every: Duration = Field(description="How often: a snapshot after the first batch committed this long after the "
+                            "last one (at least 1m).")
+    keep: int = Field(default=3, ge=1, le=100, description="How many periodic snapshots to keep; older ones are "
+                      "deleted. Snapshots taken on request (snapshotNonce) are never deleted by the operator.")
+
+
+class RestoreFrom(ApiModel):
+    """The snapshot a new state generation starts from (instead of from startingOffsets)."""
+
+    snapshot: Name = Field(description="The snapshot's name: a snapshotNonce value, or a periodic snapshot's name "
+                           "as status.state.lastSnapshot or 'streamapp snapshot' lists it.")
+    app: Annotated[str | None, Field(pattern=APP_NAME_PATTERN, max_length=50)] = Field(
+        default=None,
+        description="Another StreamApp of this namespace whose snapshot to start from (its checkpoint in an object "
+        "store): the blue/green path. Default: this app's own snapshots.",
+    )
+
+
 class State(ApiModel):
     """Checkpoints and state stores (Kafka Streams: state stores and changelogs)."""
 
@@ -85,6 +106,20 @@ class State(ApiModel):
         max_length=63,
         description="Change this value to discard checkpoints and state: the app restarts from "
         "startingOffsets. Needed after changes that make the old state unusable.",
+    )
+    snapshot_nonce: Annotated[Name | None, IGNORE] = Field(
+        default=None,
+        description="Change this value to take a snapshot of the app's state now, named after the value: every "
+        "query's checkpoint at its next committed batch, copied beside the checkpoints (<base>/snapshots/<name>). "
+        "The driver keeps running.",
+    )
+    snapshots: Annotated[SnapshotSchedule | None, IGNORE] = Field(
+        default=None, description=SnapshotSchedule.__doc__,
+    )
+    restore_from: Annotated[RestoreFrom | None, IGNORE] = Field(
+        default=None,
+        description="Start the next state generation from this snapshot. Read only when a generation starts, so it "
+        "is set or changed together with resetNonce: each query resumes after the snapshot's batch.",
     )
 
 
