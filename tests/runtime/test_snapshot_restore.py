@@ -25,6 +25,7 @@ from streamapp_testkit.manifests import click_sessions_manifest
 from streamapp_testkit.runtime import closed_click_windows as expected
 from streamapp_testkit.runtime import run_available_now, s3_checkpoint, watermark_flush
 from streamapp_runtime.checkpoint import files
+from streamapp_runtime.cleanup import leftovers
 from streamapp_runtime.run import runner
 from streamapp_runtime.run.settings import Settings
 from streamapp_runtime.snapshot import cli as snapshot_cli
@@ -33,6 +34,14 @@ from streamapp_testbed import clickstream
 from streamapp_testbed.kafka_admin import create_topic, produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def queries(root: str) -> list[str]:
+    return [name for name, is_folder in files.entries(root) if is_folder]
+
+
+def query_id(root: str, query: str) -> str | None:
+    return leftovers.query_id(files.read_text(join(query_checkpoint(root, query), "metadata")))
 
 
 def committed(root: str, query: str) -> int:
@@ -45,8 +54,7 @@ def test_a_snapshot_taken_under_load_restores_to_exactly_its_batch(spark, kafka,
     topic, out, table = names("clicks"), names("summaries"), f"snap_{os.urandom(3).hex()}"
     create_topic(kafka.bootstrap, topic, partitions=2)
     events = clickstream.generate(seed=7, users=8, minutes=4)
-    # The flush is in the topic from the start: the restored run then plans its batches over the very
-    # offsets the first run planned, so a batch the ledger skips held what the first run wrote.
+    # The flush is in the topic from the start: it closes every window by the end of the restored run.
     flush = watermark_flush(events)
     produce(kafka.bootstrap, topic, [(e.session_id, e.to_json()) for e in [*events, flush]])
     doc = click_sessions_manifest(topic, out, table, max_offsets_per_trigger=120)  # a backlog of 5 batches
@@ -92,6 +100,10 @@ def test_a_snapshot_taken_under_load_restores_to_exactly_its_batch(spark, kafka,
     assert restore_cli.run(restore) == 0
     assert restore_cli.run(restore) == 2  # twice: the target holds a checkpoint now
     assert capsys.readouterr().err.startswith(f"streamapp restore: {restored}: the checkpoint is not empty")
+    # each query restored under a new id: the ledger does not skip the batches after the snapshot, which
+    # the restored run plans again and which may cover other offsets than the first run's did
+    ids = {q: (query_id(snapshot, q), query_id(restored, q)) for q in queries(snapshot)}
+    assert query in ids and all(None not in pair and pair[0] != pair[1] for pair in ids.values()), ids
     progress = run_available_now(spark, the_app, kafka, restored, dsn=postgres.dsn)
 
     # resumed at the snapshot's batch + 1, mid-backlog: records were still to be read

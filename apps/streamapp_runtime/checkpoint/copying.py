@@ -7,12 +7,13 @@ files, which are left out; it deletes only files older than ``minBatchesToRetain
 gone while the copy runs fails it (``CopyRaced``) rather than leaving a hole. ``streamapp.json``
 follows, and ``_snapshot.json`` (which batch of each query the copy holds) is written last: a copy
 without it is incomplete. ``restore`` copies a complete one into an empty checkpoint, from which
-each query resumes at its batch + 1. See docs/state-operations.md.
+each query resumes at its batch + 1, under a new query id. See docs/state-operations.md.
 """
 
 from __future__ import annotations
 
 import json
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from streamapp_runtime.checkpoint import files, layout
 from streamapp_runtime.checkpoint.record import RECORD_FILE
 
 SNAPSHOT_FILE = "_snapshot.json"
+METADATA = "metadata"  # a query's id, Spark's StreamMetadata
 COPIERS = 8  # files copied at once
 
 
@@ -121,7 +123,18 @@ def restore(snapshot_root: str, target_root: str) -> Copied:
                       "one (a new state generation, or delete this one first)")
     # _snapshot.json stays behind: the restored checkpoint moves past those batches at its first commit,
     # and a live checkpoint that said it was a complete snapshot would be copied as one by a plain copy.
-    chosen = _tree_files(snapshot_root, target_root)
-    chosen = [(source, target) for source, target in chosen if source != join(snapshot_root, SNAPSHOT_FILE)]
+    # Each query gets a new id (its ``metadata``): the sinks' ledgers (Postgres batch rows, exactly-once
+    # Kafka markers, the dead-letter writer) know a query by it, and the batches after the snapshot are
+    # planned again from the topics as they are now, so a batch id the first run wrote can cover another
+    # range: skipping it as written would drop output. A new id writes them (upserts converge by key).
+    left_out = {join(snapshot_root, SNAPSHOT_FILE)} | {join(join(snapshot_root, query), METADATA) for query in batches}
+    chosen = [(source, target) for source, target in _tree_files(snapshot_root, target_root) if source not in left_out]
     _copy(chosen)
-    return Copied(batches, len(chosen))
+    for query in batches:
+        files.write_text(join(join(target_root, query), METADATA), new_query_metadata())
+    return Copied(batches, len(chosen) + len(batches))
+
+
+def new_query_metadata() -> str:
+    """A query checkpoint's ``metadata`` as Spark writes it, with a new query id."""
+    return json.dumps({"id": str(uuid.uuid4())}, separators=(",", ":"))

@@ -5,6 +5,7 @@ is half written, and its restore, on a local folder."""
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
 
@@ -105,7 +106,7 @@ def test_an_object_store_copy_needs_spark_and_says_so(monkeypatch):
 
 def test_a_restore_copies_a_complete_snapshot_into_an_empty_checkpoint_and_nothing_else(tmp_path):
     source, snapshot, target = tmp_path / "gen-0", tmp_path / "snap", tmp_path / "gen-1"
-    _write(source, {"streamapp.json": "{}\n", "_owner.json": "{}", "q/metadata": "{}", "q/offsets/0": "o",
+    _write(source, {"streamapp.json": "{}\n", "_owner.json": "{}", "q/metadata": '{"id":"first-run"}', "q/offsets/0": "o",
                     "q/offsets/1": "o", "q/commits/0": "c", "q/state/0/0/1.delta": "d", "q/state/0/0/2.delta": "running"})
     copying.copy_committed(str(source), str(snapshot))
 
@@ -115,6 +116,9 @@ def test_a_restore_copies_a_complete_snapshot_into_an_empty_checkpoint_and_nothi
     # what a run resumes from; the snapshot's marker stays with the snapshot
     assert _tree(target) == {"streamapp.json", "q/metadata", "q/offsets/0", "q/commits/0", "q/state/0/0/1.delta"}
     assert restored.files == len(_tree(target))
+    # a new query id: the sinks' ledgers must not skip the batches after the snapshot as written
+    restored_id = json.loads((target / "q/metadata").read_text())["id"]
+    assert restored_id != "first-run" and str(uuid.UUID(restored_id)) == restored_id
     with pytest.raises(copying.Refused, match=f"{target}: the checkpoint is not empty"):
         copying.restore(str(snapshot), str(target))
 
