@@ -7,34 +7,25 @@ Spark's executor allocation (spark_compat): ask for the new total; on the way do
 the surplus executors, idle ones first: each takes no new task, finishes its running ones, hands its
 shuffle blocks to the others and exits, so no batch fails and no query restarts. The count applied
 is reported in the metrics (``contract.METRIC_EXECUTORS_TARGET``): that is how the operator sees it
-took effect (else it restarts the driver with the count after a while).
-
-Why the pod's annotation, read through the API: the driver's service account may read its pods
-already (Spark's own executor allocation needs it), so neither a new object nor a new permission is
-needed; a mounted ConfigMap or downward-API file is refreshed by the kubelet only every minute or so.
+took effect (else it restarts the driver with the count after a while). Why the pod's annotation,
+read through the API: ``own_pod``.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import ssl
 import threading
-import urllib.parse
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from streamapp_api import contract
 
 from streamapp_runtime import spark_compat
+from streamapp_runtime.run import own_pod
 
 log = logging.getLogger("streamapp.runtime")
 
 POLL_SECONDS = 2.0
-READ_TIMEOUT = 5.0
-SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 
 @dataclass(frozen=True)
@@ -63,29 +54,10 @@ def _number(executor: str) -> int:
     return int(executor) if executor.isdigit() else 0
 
 
-class PodAnnotation:
-    """The executor count annotated on the driver's own pod, read through the API server."""
-
-    def __init__(self, namespace: str, pod: str, host: str, port: str, account: str = SERVICE_ACCOUNT):
-        self.url = (f"https://{host}:{port}/api/v1/namespaces/{urllib.parse.quote(namespace)}"
-                    f"/pods/{urllib.parse.quote(pod)}")
-        self.account = account
-        self._opener: urllib.request.OpenerDirector | None = None
-
-    def read(self) -> int | None:
-        """The count (None: the pod has none, or not a number). Raises OSError when the API cannot be read."""
-        if self._opener is None:
-            context = ssl.create_default_context(cafile=os.path.join(self.account, "ca.crt"))
-            self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}),
-                                                       urllib.request.HTTPSHandler(context=context))
-        with open(os.path.join(self.account, "token")) as file:  # read each time: projected tokens are renewed
-            token = file.read().strip()
-        request = urllib.request.Request(self.url, headers={"Authorization": f"Bearer {token}",
-                                                            "Accept": "application/json"})
-        with self._opener.open(request, timeout=READ_TIMEOUT) as response:
-            pod = json.loads(response.read())
-        value = ((pod.get("metadata") or {}).get("annotations") or {}).get(contract.ANN_EXECUTORS, "")
-        return int(value) if value.strip().isdigit() else None
+def executor_count(annotations: dict[str, str]) -> int | None:
+    """The count the operator annotated (None: none, or not a number). Pure."""
+    value = annotations.get(contract.ANN_EXECUTORS, "")
+    return int(value) if value.strip().isdigit() else None
 
 
 class Rescaler:
@@ -150,14 +122,12 @@ class Rescaler:
 def for_driver_pod(spark, spark_conf: dict[str, str], environ: dict[str, str],
                    report: Callable[[int], None]) -> Rescaler | None:
     """A started Rescaler for a driver pod on Kubernetes (None elsewhere: a local run has no pod)."""
-    pod, namespace = spark_conf.get("spark.kubernetes.driver.pod.name"), spark_conf.get("spark.kubernetes.namespace")
-    host, port = environ.get("KUBERNETES_SERVICE_HOST"), environ.get("KUBERNETES_SERVICE_PORT", "443")
-    if not spark_conf.get("spark.master", "").startswith("k8s://") or not (pod and namespace and host):
+    pod = own_pod.of_driver(spark_conf, environ)
+    if pod is None:
         return None
     try:
         applied = int(spark_conf.get("spark.executor.instances", ""))
     except ValueError:
         applied = None
-    source = PodAnnotation(namespace, pod, host, port)
-    log.info("rescale in place: following %s on pod %s/%s", contract.ANN_EXECUTORS, namespace, pod)
-    return Rescaler(spark, source.read, applied, report).start()
+    log.info("rescale in place: following %s on pod %s/%s", contract.ANN_EXECUTORS, pod.namespace, pod.name)
+    return Rescaler(spark, lambda: executor_count(pod.annotations()), applied, report).start()
