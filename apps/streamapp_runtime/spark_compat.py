@@ -286,10 +286,16 @@ def fs_copy_file(spark, source: str, target: str) -> None:
 
 
 def fs_delete_tree(spark, location: str) -> bool:
-    """Delete a folder and everything under it (an object store: every object of the prefix); False
-    when nothing was there."""
+    """Delete a folder and everything under it, or a file (an object store: every object of the
+    prefix); False when nothing was there."""
     fs, path = _fs_path(spark, location)
     return bool(fs.exists(path)) and bool(fs.delete(path, True))
+
+
+def fs_tree_bytes(spark, location: str) -> int:
+    """The bytes of every file under a folder (0 when it does not exist): one recursive listing."""
+    fs, path = _fs_path(spark, location)
+    return int(fs.getContentSummary(path).getLength()) if fs.exists(path) else 0
 
 
 # Named sources (Spark 4.2, experimental): with source evolution on, the runtime names every Kafka

@@ -114,11 +114,12 @@ def snapshot_batches(snapshot_root: str) -> dict[str, int | None]:
         raise Refused(f"{location}: unreadable ({exc}); the snapshot is not restored") from exc
 
 
-def restore(snapshot_root: str, target_root: str) -> Copied:
+def restore(snapshot_root: str, target_root: str, besides: frozenset[str] = frozenset()) -> Copied:
     """Copy the complete snapshot at ``snapshot_root`` into the empty or new checkpoint ``target_root``:
-    a run there resumes each query at its snapshot batch + 1."""
+    a run there resumes each query at its snapshot batch + 1. ``besides``: files of the runtime's own
+    the target may hold already (a starting driver's owner marker)."""
     batches = snapshot_batches(snapshot_root)
-    if files.names(target_root):
+    if set(files.names(target_root)) - besides:
         raise Refused(f"{target_root}: the checkpoint is not empty; a snapshot is restored into an empty or new "
                       "one (a new state generation, or delete this one first)")
     # _snapshot.json stays behind: the restored checkpoint moves past those batches at its first commit,

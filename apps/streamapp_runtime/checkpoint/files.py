@@ -76,15 +76,29 @@ def names(location: str) -> list[str]:
 
 
 def delete_tree(location: str) -> bool:
-    """Delete a folder and everything under it; False when nothing was there."""
+    """Delete a folder and everything under it, or a file; False when nothing was there."""
     if not is_local(location):
         spark, compat = _spark(location)
         return compat.fs_delete_tree(spark, location)
     path = local_path(location)
     if not os.path.exists(path):
         return False
-    shutil.rmtree(path)
+    if os.path.isdir(path):
+        shutil.rmtree(path)
+    else:
+        os.remove(path)
     return True
+
+
+def tree_bytes(location: str) -> int:
+    """The bytes of every file under a folder (0 when it does not exist)."""
+    if not is_local(location):
+        spark, compat = _spark(location)
+        return compat.fs_tree_bytes(spark, location)
+    total = 0
+    for folder, _, found in os.walk(local_path(location)):
+        total += sum(os.path.getsize(os.path.join(folder, name)) for name in found)
+    return total
 
 
 def entries(location: str) -> list[tuple[str, bool]]:
@@ -117,4 +131,4 @@ def copy_file(source: str, target: str) -> None:
 
 
 __all__ = ["UnsupportedLocation", "copy_file", "delete_tree", "entries", "is_local", "join", "local_path", "names", "read_text",
-           "write_text"]
+           "tree_bytes", "write_text"]

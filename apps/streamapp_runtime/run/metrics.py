@@ -95,6 +95,15 @@ class Metrics:
         self.shuffle_partitions = Gauge(contract.METRIC_SHUFFLE_PARTITIONS,
                                         "Shuffle (and state) partitions of the app's checkpoint, fixed at its first run",
                                         [A], registry=r)
+        self.snapshot_time = Gauge(contract.METRIC_SNAPSHOT_TIME, "When the last snapshot completed, and where it is",
+                                   [A, "snapshot", "location"], registry=r)
+        self.snapshot_bytes = Gauge(contract.METRIC_SNAPSHOT_BYTES, "Size of the last snapshot", [A, "snapshot"], registry=r)
+        self.snapshot_batch = Gauge(contract.METRIC_SNAPSHOT_BATCH,
+                                    "The committed batch each query holds in the last snapshot (-1: none yet)",
+                                    [A, "snapshot", Q], registry=r)
+        self.snapshot_failed = Gauge(contract.METRIC_SNAPSHOT_FAILED, "When the last snapshot that failed was tried, "
+                                     "and why", [A, "snapshot", "reason"], registry=r)
+        self._failed_snapshot: tuple[str, str] | None = None  # its (snapshot, reason) labels
         self._lock = threading.Lock()
         self.last_seen: dict[str, float] = {}  # query -> monotonic time of its last sign of life
         self.totals: dict[str, dict[str, int]] = {}  # query -> running totals, for tests and the demo
@@ -137,6 +146,26 @@ class Metrics:
                 self.dead.labels(self.app, self.dlq_queries[query]).inc(rows)
                 totals["dead"] += rows
             self.sink_batches[query] = (batch_id, rows, skipped)
+
+    def snapshot_taken(self, name: str, location: str, taken_at: float, size: int, batches: dict[str, int | None]) -> None:
+        """The last snapshot: only its series, so that the operator reads one; a failure of that name is gone."""
+        with self._lock:
+            for gauge in (self.snapshot_time, self.snapshot_bytes, self.snapshot_batch):
+                gauge.clear()
+            self.snapshot_time.labels(self.app, name, location).set(taken_at)
+            self.snapshot_bytes.labels(self.app, name).set(size)
+            for query, batch in batches.items():
+                self.snapshot_batch.labels(self.app, name, query).set(-1 if batch is None else batch)
+            if self._failed_snapshot is not None and self._failed_snapshot[0] == name:
+                self.snapshot_failed.clear()
+                self._failed_snapshot = None
+
+    def snapshot_failed_at(self, name: str, reason: str, at: float) -> None:
+        """The last snapshot that failed (one series), ``reason`` its error's first line."""
+        with self._lock:
+            self.snapshot_failed.clear()
+            self.snapshot_failed.labels(self.app, name, reason).set(at)
+            self._failed_snapshot = (name, reason)
 
     def dead_letter_sources(self, sources: list[str]) -> None:
         """Their dead-letter counts read 0 until a bad record comes (a series from the start)."""

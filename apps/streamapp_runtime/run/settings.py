@@ -31,6 +31,12 @@ class Settings:
     spark_conf: dict[str, str] = field(default_factory=dict)
     postgres_uris: dict[str, str] = field(default_factory=dict)  # secret name -> URI
     kafka_env_options: dict[str, str] = field(default_factory=dict)
+    base: str | None = None  # where the app's state generations and snapshots live; None: the root's parent
+
+    @property
+    def app_base(self) -> str:
+        """The app's base: snapshots are under it (``streamapp_api.checkpoint.snapshot_location``)."""
+        return self.base or parent(self.checkpoint_root)
 
 
 _ENV_REF = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -86,6 +92,25 @@ def checkpoint_root(flag: str | None, environ: dict[str, str], app_name: str, lo
     if location:
         return generation_root(location, reset_nonce)
     return os.path.join(os.getcwd(), ".streamapp", "checkpoints", app_name)
+
+
+def parent(location: str) -> str:
+    """The folder holding ``location``, a path or a URI. Pure."""
+    if "://" in location:
+        head, _, _ = location.rstrip("/").rpartition("/")
+        return head
+    return os.path.dirname(os.path.abspath(location.removeprefix("file:")))
+
+
+def app_base(flag: str | None, environ: dict[str, str], app_name: str, location: str | None = None) -> str:
+    """Where the app's state generations and snapshots live: the parent of the checkpoint root
+    ``checkpoint_root`` gives (a driver pod's volume mount or object-store location, a --checkpoint
+    folder's parent), except for the default root of a local run, whose parent all local apps share:
+    then a folder of the app's own."""
+    root = checkpoint_root(flag, environ, app_name, location)
+    if flag or environ.get(contract.ENV_CHECKPOINT_DIR) or location:
+        return parent(root)
+    return os.path.join(os.getcwd(), ".streamapp", "apps", app_name)
 
 
 def spark_defaults(app_name: str, store: str, environ: dict[str, str],
@@ -174,6 +199,7 @@ def from_environment(*, checkpoint: str | None, app_name: str, kafka: str | None
     uris.update({postgres_env_name(k) if k != "*" else "*": v for k, v in postgres.items()})
     return Settings(
         checkpoint_root=checkpoint_root(checkpoint, env, app_name, location, reset_nonce),
+        base=app_base(checkpoint, env, app_name, location),
         kafka_override=kafka,
         available_now=available_now,
         console=console,

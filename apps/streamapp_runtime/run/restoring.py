@@ -1,0 +1,83 @@
+"""A new state generation that starts from a snapshot: at the driver's start, after it took the
+checkpoint's fence and before any query starts.
+
+Where from: ``contract.ENV_RESTORE_FROM`` (the operator resolves ``spec.state.restoreFrom``, another
+app's snapshot too), else this app's own ``spec.state.restoreFrom`` under its base. What to do
+(``step``): a generation root that holds nothing yet is restored into (``checkpoint.copying.restore``,
+as ``streamapp restore`` does); one that holds a checkpoint was restored before and has run on since,
+and is left as it is. ``RESTORING_FILE`` is in the root while the copy runs: a driver that died during
+it leaves it behind, and the next start deletes the half-copied root and restores again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Literal
+
+from streamapp_api import contract
+from streamapp_api.checkpoint import join, snapshot_location
+
+from streamapp_runtime.checkpoint import files
+from streamapp_runtime.checkpoint.copying import Refused, restore, snapshot_batches
+from streamapp_runtime.checkpoint.fence import OWNER_FILE, Fence
+
+log = logging.getLogger("streamapp.runtime")
+
+RESTORING_FILE = "_restoring.json"
+FIELD = "spec.state.restoreFrom"
+
+
+class RestoreRefused(Exception):
+    """The generation cannot start from the snapshot asked for; the message names the field and where."""
+
+
+def location(restore_from, base: str, environ: dict[str, str]) -> str | None:
+    """The snapshot this generation starts from (None: it starts from startingOffsets)."""
+    if environ.get(contract.ENV_RESTORE_FROM):
+        return environ[contract.ENV_RESTORE_FROM]
+    if restore_from is None:
+        return None
+    if restore_from.app is not None:
+        raise RestoreRefused(f"{FIELD}.app: {restore_from.app!r}: another app's snapshot is found by the operator; "
+                             f"a local run restores its own snapshots only (copy the other's with `streamapp restore "
+                             "--from LOCATION` instead)")
+    return snapshot_location(base, restore_from.snapshot)
+
+
+def step(root_names: list[str]) -> Literal["restore", "again", "skip"]:
+    """From what the generation root holds: restore into it, delete a half-restored one and restore
+    again, or leave a checkpoint that ran on since it was restored. Pure."""
+    held = set(root_names) - {OWNER_FILE}
+    if not held:
+        return "restore"
+    return "again" if RESTORING_FILE in held else "skip"
+
+
+def at_start(restore_from, root: str, base: str, environ: dict[str, str], fence: Fence) -> None:
+    """Restore the generation at ``root`` from its snapshot when it holds no checkpoint yet.
+    RestoreRefused when the snapshot is missing or incomplete."""
+    source = location(restore_from, base, environ)
+    if source is None:
+        return
+    todo = step(files.names(root))
+    if todo == "skip":
+        log.info("restore from %s: skipped, checkpoint %s holds this generation's checkpoint already (restored "
+                 "before, and run on since)", source, root)
+        return
+    try:
+        batches = snapshot_batches(source)
+    except Refused as exc:
+        raise RestoreRefused(f"{FIELD}: snapshot {source}: {exc}") from exc
+    if todo == "again":
+        log.warning("restore from %s: the last one into %s did not finish; restoring again", source, root)
+        files.delete_tree(root)
+        fence.take()
+    files.write_text(join(root, RESTORING_FILE), json.dumps({"from": source}) + "\n")
+    try:
+        copied = restore(source, root, besides=frozenset({OWNER_FILE, RESTORING_FILE}))
+    except Refused as exc:
+        raise RestoreRefused(f"{FIELD}: snapshot {source}: {exc}") from exc
+    files.delete_tree(join(root, RESTORING_FILE))
+    log.info("restored %s from %s (%d files): each query resumes after its batch %s", root, source, copied.files,
+             dict(sorted(batches.items())))

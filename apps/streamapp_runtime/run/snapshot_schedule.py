@@ -1,0 +1,136 @@
+"""Which snapshot a running driver takes next, and which periodic ones it deletes. Pure.
+
+The ask comes from the operator (the driver pod's ``contract.ANN_SNAPSHOT``, JSON) or, in a local run,
+from the manifest (``spec.state.snapshotNonce`` and ``snapshots``):
+
+- a nonce the app has no complete snapshot of is taken after the next batch that commits once the
+  nonce was seen (or after ``IDLE_WAIT`` without one: an idle app's last committed batch is its state
+  now). A driver that restarts finds the snapshot there and does not take it again;
+- ``every``: a periodic snapshot after the first batch committed ``every`` seconds after the newest
+  periodic one (after the driver's start when there is none: a restart keeps the schedule);
+- a snapshot that failed is tried again after the next committed batch, ``MAX_TRIES`` times in all:
+  then a nonce is given up (until a new one), the periodic ones wait a whole ``every``;
+- after each, the periodic snapshots beyond ``keep`` are deleted, oldest first (their names sort like
+  their times); a nonce's never.
+"""
+
+from __future__ import annotations
+
+import calendar
+import json
+import re
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from streamapp_api.base import NAME_PATTERN
+from streamapp_api.checkpoint import periodic_snapshot_name
+from streamapp_api.durations import parse_duration
+
+MAX_TRIES = 3
+IDLE_WAIT = 60.0  # seconds an asked nonce waits for a commit before the last committed batch is taken
+PERIODIC = "every"  # the key of the periodic snapshots' failures (each has a name of its own)
+_PERIODIC_NAME = re.compile(r"^every-(\d{8}-\d{6})$")
+_NAME = re.compile(NAME_PATTERN)
+
+
+@dataclass(frozen=True)
+class Ask:
+    """What the driver is asked for: a named snapshot, periodic ones and how many of those to keep."""
+
+    nonce: str | None = None
+    every: float | None = None  # seconds
+    keep: int = 3
+
+
+@dataclass(frozen=True)
+class Tries:
+    """A snapshot that failed: how often in a row, and when last."""
+
+    count: int
+    at: float
+
+
+def parse_ask(text: str | None) -> Ask | None:
+    """The ask annotated on the driver pod (None: none). ValueError, naming what, for one that is not:
+    the nonce becomes a folder's name, so it is held to the API's pattern here too."""
+    if not text or not text.strip():
+        return None
+    found = json.loads(text)
+    if not isinstance(found, dict):
+        raise ValueError(f"snapshot ask {text[:100]!r}: not a JSON object")
+    nonce, every, keep = found.get("nonce"), found.get("every"), found.get("keep", 3)
+    if nonce is not None and not (isinstance(nonce, str) and _NAME.match(nonce)):
+        raise ValueError(f"snapshot ask: nonce {str(nonce)[:100]!r} is not a snapshot name ({NAME_PATTERN})")
+    if every is not None and (isinstance(every, bool) or not isinstance(every, int | float) or every <= 0):
+        raise ValueError(f"snapshot ask: every {str(every)[:100]!r} is not a positive number of seconds")
+    if isinstance(keep, bool) or not isinstance(keep, int) or not 1 <= keep <= 100:
+        raise ValueError(f"snapshot ask: keep {str(keep)[:100]!r} is not a count from 1 to 100")
+    return Ask(nonce, None if every is None else float(every), keep)
+
+
+def ask_of_spec(state) -> Ask | None:
+    """The ask of a local run, from the manifest's ``spec.state`` (None: it asks for no snapshot)."""
+    schedule = state.snapshots
+    if state.snapshot_nonce is None and schedule is None:
+        return None
+    every = parse_duration(schedule.every).total_seconds() if schedule is not None else None
+    return Ask(state.snapshot_nonce, every, schedule.keep if schedule is not None else 3)
+
+
+def periodic_time(name: str) -> float | None:
+    """The time a periodic snapshot's name holds (``checkpoint.periodic_snapshot_name``); None for
+    any other name."""
+    match = _PERIODIC_NAME.match(name)
+    if match is None:
+        return None
+    try:
+        return float(calendar.timegm(time.strptime(match.group(1), "%Y%m%d-%H%M%S")))
+    except ValueError:
+        return None
+
+
+def due(ask: Ask, complete: frozenset[str], now: float, last_commit: float | None, nonce_seen: float,
+        periodic_from: float, failed: Mapping[str, Tries]) -> str | None:
+    """The name of the snapshot to take now, or None.
+
+    ``complete``: the snapshots of the app that have their ``_snapshot.json``; ``last_commit``: when a
+    batch of the app's queries last committed (None: none since the driver started); ``nonce_seen``:
+    when this driver first saw the asked nonce; ``periodic_from``: the driver's start (the periodic
+    snapshots' reference while there is none); ``failed``: the
+    failures in a row, by nonce and under ``PERIODIC``."""
+    def committed_after(moment: float) -> bool:
+        return last_commit is not None and last_commit > moment
+
+    nonce = ask.nonce
+    if nonce is not None and nonce not in complete:
+        tries = failed.get(nonce)
+        if tries is None or tries.count < MAX_TRIES:
+            after = nonce_seen if tries is None else tries.at
+            if committed_after(after) or now - after >= IDLE_WAIT:
+                return nonce
+    if ask.every is None or last_commit is None:
+        return None
+    newest = max((t for t in map(periodic_time, complete) if t is not None), default=None)
+    since = newest if newest is not None else periodic_from  # a restarted driver keeps the schedule
+    tries = failed.get(PERIODIC)
+    if tries is not None:
+        if tries.count >= MAX_TRIES:
+            since = max(since, tries.at)  # given up for now: a whole period after the last try
+        elif not committed_after(tries.at):
+            return None
+    if last_commit < since + ask.every:
+        return None
+    name = periodic_snapshot_name(now)
+    return None if name in complete else name
+
+
+def expired(complete: Iterable[str], incomplete: Iterable[str], keep: int, keep_also: str | None = None) -> list[str]:
+    """The periodic snapshots to delete, oldest first: the complete ones beyond the newest ``keep``,
+    and those whose copy did not finish. Never a nonce's (nor ``keep_also``, the nonce asked now,
+    should it look like a periodic name)."""
+    def periodic(names: Iterable[str]) -> list[str]:
+        return sorted(n for n in names if periodic_time(n) is not None and n != keep_also)
+
+    done = periodic(complete)
+    return sorted(periodic(incomplete) + done[:max(0, len(done) - keep)])

@@ -1,0 +1,170 @@
+"""Snapshots taken by a running driver, the pure parts: which one is due given the ask, the snapshots
+there, the time and the last commit; which periodic ones retention deletes; the ask as the operator
+annotates it; where the app's base is; what a restore at start does with the generation root."""
+
+from __future__ import annotations
+
+import calendar
+
+import pytest
+
+from streamapp_api import contract
+from streamapp_api.checkpoint import periodic_snapshot_name
+from streamapp_api.spec import RestoreFrom
+
+from streamapp_runtime.run import restoring
+from streamapp_runtime.run.settings import Settings, app_base, parent
+from streamapp_runtime.run.snapshot_schedule import (
+    IDLE_WAIT, MAX_TRIES, PERIODIC, Ask, Tries, due, expired, parse_ask, periodic_time,
+)
+
+pytestmark = pytest.mark.unit
+
+T0 = float(calendar.timegm((2026, 11, 27, 6, 0, 0)))  # the driver's start
+NONCE = Ask(nonce="before-upgrade")
+HOURLY = Ask(every=3600.0, keep=2)
+BOTH = Ask(nonce="before-upgrade", every=3600.0, keep=2)
+P0 = periodic_snapshot_name(T0 - 600)  # a periodic snapshot taken ten minutes before the start
+
+
+@pytest.mark.parametrize("ask, complete, now, last_commit, failed, expected", [
+    # a new nonce waits for a batch that commits after it was seen ...
+    (NONCE, set(), T0 + 5, None, {}, None),
+    (NONCE, set(), T0 + 5, T0 - 1, {}, None),
+    (NONCE, set(), T0 + 5, T0 + 2, {}, "before-upgrade"),
+    # ... or, an idle app, IDLE_WAIT: its last committed batch is its state now
+    (NONCE, set(), T0 + IDLE_WAIT, T0 - 100, {}, "before-upgrade"),
+    (NONCE, set(), T0 + IDLE_WAIT, None, {}, "before-upgrade"),
+    # taken already (a driver restarted after it): never again
+    (NONCE, {"before-upgrade"}, T0 + 5, T0 + 2, {}, None),
+    # failed: again after the next commit, MAX_TRIES in all
+    (NONCE, set(), T0 + 20, T0 + 10, {"before-upgrade": Tries(1, T0 + 12)}, None),
+    (NONCE, set(), T0 + 20, T0 + 15, {"before-upgrade": Tries(1, T0 + 12)}, "before-upgrade"),
+    (NONCE, set(), T0 + 20, T0 + 15, {"before-upgrade": Tries(MAX_TRIES, T0 + 12)}, None),
+    (NONCE, set(), T0 + 999, T0 + 998, {"before-upgrade": Tries(MAX_TRIES, T0 + 12)}, None),
+    # periodic, none yet: the first batch committed `every` after the start
+    (HOURLY, set(), T0 + 3599, T0 + 3599, {}, None),
+    (HOURLY, set(), T0 + 3601, T0 + 3600, {}, periodic_snapshot_name(T0 + 3601)),
+    # no batch committed since: no periodic snapshot (the state has not changed)
+    (HOURLY, set(), T0 + 9999, None, {}, None),
+    # a restarted driver keeps the schedule of the newest periodic snapshot there
+    (HOURLY, {P0}, T0 + 3100, T0 + 3000, {}, periodic_snapshot_name(T0 + 3100)),
+    (HOURLY, {P0, "before-upgrade"}, T0 + 100, T0 + 50, {}, None),
+    # a periodic one that failed: again at the next commit; after MAX_TRIES a whole period later
+    (HOURLY, set(), T0 + 3700, T0 + 3650, {PERIODIC: Tries(1, T0 + 3660)}, None),
+    (HOURLY, set(), T0 + 3700, T0 + 3690, {PERIODIC: Tries(1, T0 + 3660)}, periodic_snapshot_name(T0 + 3700)),
+    (HOURLY, set(), T0 + 3700, T0 + 3690, {PERIODIC: Tries(MAX_TRIES, T0 + 3660)}, None),
+    (HOURLY, set(), T0 + 7300, T0 + 7270, {PERIODIC: Tries(MAX_TRIES, T0 + 3660)}, periodic_snapshot_name(T0 + 7300)),
+    # the nonce first; the periodic one at a later look
+    (BOTH, set(), T0 + 3601, T0 + 3600, {}, "before-upgrade"),
+    (BOTH, {"before-upgrade"}, T0 + 3601, T0 + 3600, {}, periodic_snapshot_name(T0 + 3601)),
+    # two in one second would have one name: the second waits
+    (HOURLY, {periodic_snapshot_name(T0 + 3601)}, T0 + 3601, T0 + 3600, {}, None),
+])
+def test_what_is_due(ask, complete, now, last_commit, failed, expected):
+    assert due(ask, frozenset(complete), now, last_commit, nonce_seen=T0, periodic_from=T0, failed=failed) == expected
+
+
+def test_a_nonce_asked_later_waits_for_a_commit_after_it_was_seen():
+    seen = T0 + 500
+    assert due(NONCE, frozenset(), T0 + 510, T0 + 400, seen, T0, {}) is None
+    assert due(NONCE, frozenset(), T0 + 510, T0 + 505, seen, T0, {}) == "before-upgrade"
+    # a nonce waiting for its commit does not hold up a periodic snapshot that is due
+    assert due(BOTH, frozenset(), T0 + 3660, T0 + 3640, T0 + 3650, T0, {}) == periodic_snapshot_name(T0 + 3660)
+
+
+def names(*minutes: int) -> list[str]:
+    return [periodic_snapshot_name(T0 + 60 * m) for m in minutes]
+
+
+@pytest.mark.parametrize("complete, incomplete, keep, keep_also, expected", [
+    (names(1, 2, 3), [], 2, None, names(1)),
+    (names(3, 1, 2, 4), [], 2, None, names(1, 2)),  # oldest first, whatever the listing's order
+    (names(1, 2), [], 2, None, []),
+    (names(1), [], 3, None, []),
+    # a nonce's snapshot is never deleted, nor counted
+    ([*names(1, 2, 3), "before-upgrade", "pre-7"], [], 2, None, names(1)),
+    # a copy that did not finish goes, whatever keep says
+    (names(2, 3), names(1), 2, None, names(1)),
+    (names(5), ["before-upgrade"], 1, None, []),
+    # a nonce named like a periodic snapshot is kept while it is the one asked for
+    (names(1, 2, 3), [], 1, names(1)[0], names(2)),
+])
+def test_retention_deletes_the_oldest_periodic_snapshots_beyond_keep(complete, incomplete, keep, keep_also, expected):
+    assert expired(complete, incomplete, keep, keep_also) == expected
+
+
+def test_a_periodic_name_reads_back_as_its_time():
+    assert periodic_time(periodic_snapshot_name(T0 + 61.7)) == T0 + 61
+    assert periodic_time("before-upgrade") is None
+    assert periodic_time("every-20261399-000000") is None
+    assert periodic_time("every-20261127-060000-x") is None
+
+
+@pytest.mark.parametrize("text, expected", [
+    (None, None),
+    ("", None),
+    ('{"nonce": "n1", "every": 3600, "keep": 4}', Ask("n1", 3600.0, 4)),
+    ('{"nonce": null, "every": 60}', Ask(None, 60.0, 3)),
+    ('{"nonce": "n1", "every": null, "keep": 1}', Ask("n1", None, 1)),
+])
+def test_the_ask_the_operator_annotates(text, expected):
+    assert parse_ask(text) == expected
+
+
+@pytest.mark.parametrize("text, complaint", [
+    ('{"nonce": "../other-app"}', "is not a snapshot name"),
+    ('{"nonce": "A"}', "is not a snapshot name"),
+    ('{"nonce": 7}', "is not a snapshot name"),
+    ('{"every": -5}', "not a positive number"),
+    ('{"every": true}', "not a positive number"),
+    ('{"every": "1h"}', "not a positive number"),
+    ('{"keep": 0}', "not a count"),
+    ('{"keep": 101}', "not a count"),
+    ('["n1"]', "not a JSON object"),
+    ("{nonce", "Expecting"),
+])
+def test_an_ask_that_is_not_one_is_refused_naming_what(text, complaint):
+    with pytest.raises(ValueError, match=complaint):
+        parse_ask(text)
+
+
+@pytest.mark.parametrize("flag, environ, location, expected", [
+    ("/data/ckpt/gen-3", {}, None, "/data/ckpt"),
+    (None, {contract.ENV_CHECKPOINT_DIR: f"{contract.CHECKPOINT_MOUNT}/gen-2"}, None, contract.CHECKPOINT_MOUNT),
+    (None, {contract.ENV_CHECKPOINT_DIR: "s3a://b/apps/ns/a/gen-0"}, "s3a://b/apps/ns/a", "s3a://b/apps/ns/a"),
+    (None, {}, "s3a://b/apps/ns/a", "s3a://b/apps/ns/a"),
+    (None, {}, "s3a://b", "s3a://b"),
+])
+def test_the_apps_base_is_its_checkpoint_roots_parent(flag, environ, location, expected):
+    assert app_base(flag, environ, "clicks", location) == expected
+
+
+def test_a_local_run_without_a_root_has_a_base_of_its_own(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert app_base(None, {}, "clicks") == str(tmp_path / ".streamapp" / "apps" / "clicks")
+    assert app_base(None, {}, "other") != app_base(None, {}, "clicks")
+    assert Settings(checkpoint_root="s3a://b/x/gen-0").app_base == "s3a://b/x"
+    assert Settings(checkpoint_root="s3a://b/x/gen-0", base="s3a://c").app_base == "s3a://c"
+    assert parent("ckpt") == str(tmp_path)
+
+
+@pytest.mark.parametrize("root_names, expected", [
+    ([], "restore"),
+    (["_owner.json"], "restore"),
+    (["_owner.json", "streamapp.json", "counts"], "skip"),
+    (["counts"], "skip"),
+    (["_owner.json", restoring.RESTORING_FILE, "counts"], "again"),
+])
+def test_a_restore_at_start_fills_an_empty_generation_only(root_names, expected):
+    assert restoring.step(root_names) == expected
+
+
+def test_where_a_generation_is_restored_from():
+    own = RestoreFrom(snapshot="before-upgrade")
+    assert restoring.location(None, "s3a://b/a", {}) is None
+    assert restoring.location(own, "s3a://b/a", {}) == "s3a://b/a/snapshots/before-upgrade"
+    given = {contract.ENV_RESTORE_FROM: "s3a://b/other/snapshots/s1"}
+    assert restoring.location(RestoreFrom(snapshot="s1", app="other"), "s3a://b/a", given) == "s3a://b/other/snapshots/s1"
+    with pytest.raises(restoring.RestoreRefused, match=r"^spec\.state\.restoreFrom\.app: 'other'"):
+        restoring.location(RestoreFrom(snapshot="s1", app="other"), "/data", {})

@@ -1,0 +1,104 @@
+"""The driver's snapshot thread, one look at a time, on a checkpoint in a local folder as Spark leaves
+it (no Spark needed to copy one): what it takes, reports, retries and deletes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from prometheus_client import generate_latest
+
+from streamapp_api import contract
+
+from streamapp_runtime.run.metrics import Metrics
+from streamapp_runtime.run.snapshot_schedule import MAX_TRIES, Ask
+from streamapp_runtime.run.snapshots import Snapshotter
+
+pytestmark = pytest.mark.unit
+
+
+class Clock:
+    def __init__(self, now: float):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def committed_batches(root, batches: int) -> None:
+    """A query checkpoint ``counts`` with ``batches`` committed batches, as Spark writes it."""
+    (root / "counts" / "offsets").mkdir(parents=True, exist_ok=True)
+    (root / "counts" / "commits").mkdir(parents=True, exist_ok=True)
+    (root / "counts" / "metadata").write_text('{"id": "q"}')
+    (root / "streamapp.json").write_text('{"shufflePartitions": 2}\n')
+    for b in range(batches):
+        (root / "counts" / "offsets" / str(b)).write_text(f"offsets {b}")
+        (root / "counts" / "commits" / str(b)).write_text(f"commit {b}")
+
+
+def series(metrics: Metrics, name: str) -> list[str]:
+    return [line for line in generate_latest(metrics.registry).decode().splitlines() if line.startswith(name + "{")]
+
+
+def test_a_nonce_then_periodic_snapshots_the_oldest_beyond_keep_deleted(tmp_path):
+    root, base = tmp_path / "gen-0", tmp_path
+    committed_batches(root, 3)
+    clock, commit = Clock(1_800_000_000.0), {"at": None}
+    metrics = Metrics("clicks", {}, {})
+    ask = Ask(nonce="before-upgrade", every=3600.0, keep=2)
+    snapshotter = Snapshotter(lambda: ask, str(root), str(base), lambda: commit["at"], metrics, clock=clock)
+
+    assert snapshotter.look() is None  # no batch committed since the nonce was seen
+    commit["at"] = clock.now = clock.now + 5
+    assert snapshotter.look() == "before-upgrade"
+    taken = json.loads((base / "snapshots" / "before-upgrade" / "_snapshot.json").read_text())
+    assert taken == {"batches": {"counts": 2}}
+    assert series(metrics, contract.METRIC_SNAPSHOT_BATCH) == [
+        f'{contract.METRIC_SNAPSHOT_BATCH}{{app="clicks",query="counts",snapshot="before-upgrade"}} 2.0']
+    assert snapshotter.look() is None  # taken: not again
+
+    periodic = []
+    for hour in range(1, 5):
+        committed_batches(root, 3 + hour)
+        commit["at"] = clock.now = 1_800_000_000.0 + 3600 * hour + 10
+        periodic.append(snapshotter.look())
+    assert all(name and name.startswith("every-") for name in periodic)
+    assert sorted(p.name for p in (base / "snapshots").iterdir()) == sorted(["before-upgrade", *periodic[-2:]])
+    assert series(metrics, contract.METRIC_SNAPSHOT_BYTES) == [
+        f'{contract.METRIC_SNAPSHOT_BYTES}{{app="clicks",snapshot="{periodic[-1]}"}} '
+        f'{float(sum(f.stat().st_size for f in (base / "snapshots" / periodic[-1]).rglob("*") if f.is_file()))}']
+
+    # a restarted driver: the nonce is there, complete; the schedule goes on from the newest
+    again = Snapshotter(lambda: ask, str(root), str(base), lambda: commit["at"], metrics, clock=clock)
+    commit["at"] = clock.now = clock.now + 60
+    assert again.look() is None
+
+
+def test_a_failure_is_reported_retried_after_the_next_commit_then_given_up(tmp_path):
+    root, base = tmp_path / "gen-0", tmp_path
+    committed_batches(root, 1)
+    (base / "snapshots").write_text("not a folder")  # every copy under it fails
+    clock, commit = Clock(1_800_000_000.0), {"at": 1_800_000_001.0}
+    metrics = Metrics("clicks", {}, {})
+    snapshotter = Snapshotter(lambda: Ask(nonce="n1"), str(root), str(base), lambda: commit["at"], metrics,
+                              clock=clock)
+
+    tried = 0
+    for second in range(2, 12):
+        clock.now = 1_800_000_000.0 + second
+        if snapshotter.look():
+            tried += 1
+        assert snapshotter.look() is None  # no commit since the failure: not again yet
+        commit["at"] = clock.now
+    assert tried == MAX_TRIES
+    [failed] = series(metrics, contract.METRIC_SNAPSHOT_FAILED)
+    assert failed.startswith(f'{contract.METRIC_SNAPSHOT_FAILED}{{app="clicks",reason="') and 'snapshot="n1"' in failed
+
+    (base / "snapshots").unlink()  # the store is back: a new nonce is taken, and the failure's series is gone
+    later = Snapshotter(lambda: Ask(nonce="n1"), str(root), str(base), lambda: commit["at"], metrics, clock=clock)
+    clock.now += 1
+    assert later.look() is None  # this driver saw the nonce now: it waits for a commit
+    commit["at"] = clock.now = clock.now + 1
+    assert later.look() == "n1"
+    assert (base / "snapshots" / "n1" / "_snapshot.json").exists()
+    assert series(metrics, contract.METRIC_SNAPSHOT_FAILED) == []
