@@ -32,13 +32,13 @@ class RestoreRefused(Exception):
     """The generation cannot start from the snapshot asked for; the message names the field and where."""
 
 
-def location(restore_from, base: str, environ: dict[str, str]) -> str | None:
+def location(restore_from, app_name: str, base: str, environ: dict[str, str]) -> str | None:
     """The snapshot this generation starts from (None: it starts from startingOffsets)."""
     if environ.get(contract.ENV_RESTORE_FROM):
         return environ[contract.ENV_RESTORE_FROM]
     if restore_from is None:
         return None
-    if restore_from.app is not None:
+    if restore_from.app not in (None, app_name):
         raise RestoreRefused(f"{FIELD}.app: {restore_from.app!r}: another app's snapshot is found by the operator; "
                              f"a local run restores its own snapshots only (copy the other's with `streamapp restore "
                              "--from LOCATION` instead)")
@@ -54,10 +54,10 @@ def step(root_names: list[str]) -> Literal["restore", "again", "skip"]:
     return "again" if RESTORING_FILE in held else "skip"
 
 
-def at_start(restore_from, root: str, base: str, environ: dict[str, str], fence: Fence) -> None:
-    """Restore the generation at ``root`` from its snapshot when it holds no checkpoint yet.
-    RestoreRefused when the snapshot is missing or incomplete."""
-    source = location(restore_from, base, environ)
+def at_start(app, root: str, base: str, environ: dict[str, str], fence: Fence) -> None:
+    """Restore the generation at ``root`` from the snapshot ``app`` (or the operator) names, when it
+    holds no checkpoint yet. RestoreRefused when the snapshot is missing or incomplete."""
+    source = location(app.spec.state.restore_from, app.metadata.name, base, environ)
     if source is None:
         return
     todo = step(files.names(root))

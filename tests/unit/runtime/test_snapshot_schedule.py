@@ -162,9 +162,11 @@ def test_a_restore_at_start_fills_an_empty_generation_only(root_names, expected)
 
 def test_where_a_generation_is_restored_from():
     own = RestoreFrom(snapshot="before-upgrade")
-    assert restoring.location(None, "s3a://b/a", {}) is None
-    assert restoring.location(own, "s3a://b/a", {}) == "s3a://b/a/snapshots/before-upgrade"
+    assert restoring.location(None, "a", "s3a://b/a", {}) is None
+    assert restoring.location(own, "a", "s3a://b/a", {}) == "s3a://b/a/snapshots/before-upgrade"
+    assert restoring.location(RestoreFrom(snapshot="s1", app="a"), "a", "/data", {}) == "/data/snapshots/s1"
     given = {contract.ENV_RESTORE_FROM: "s3a://b/other/snapshots/s1"}
-    assert restoring.location(RestoreFrom(snapshot="s1", app="other"), "s3a://b/a", given) == "s3a://b/other/snapshots/s1"
+    assert restoring.location(RestoreFrom(snapshot="s1", app="other"), "a", "s3a://b/a", given) \
+        == "s3a://b/other/snapshots/s1"
     with pytest.raises(restoring.RestoreRefused, match=r"^spec\.state\.restoreFrom\.app: 'other'"):
-        restoring.location(RestoreFrom(snapshot="s1", app="other"), "/data", {})
+        restoring.location(RestoreFrom(snapshot="s1", app="other"), "a", "/data", {})

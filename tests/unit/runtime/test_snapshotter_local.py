@@ -1,5 +1,6 @@
-"""The driver's snapshot thread, one look at a time, on a checkpoint in a local folder as Spark leaves
-it (no Spark needed to copy one): what it takes, reports, retries and deletes."""
+"""The driver's snapshot thread, one look at a time, and its restore of a new generation at start, on
+checkpoints in local folders as Spark leaves them (no Spark needed to copy one): what it takes,
+reports, retries, deletes and restores."""
 
 from __future__ import annotations
 
@@ -102,3 +103,42 @@ def test_a_failure_is_reported_retried_after_the_next_commit_then_given_up(tmp_p
     assert later.look() == "n1"
     assert (base / "snapshots" / "n1" / "_snapshot.json").exists()
     assert series(metrics, contract.METRIC_SNAPSHOT_FAILED) == []
+
+
+def manifest(restore_from: dict):
+    from streamapp_api import load
+    from streamapp_testkit.manifests import click_sessions_manifest
+
+    doc = click_sessions_manifest("clicks", "summaries", "sessions", name="clicks")
+    doc["spec"]["state"]["restoreFrom"] = restore_from
+    return load(doc)
+
+
+def test_a_new_generation_is_restored_once_and_a_half_restored_one_again(tmp_path):
+    from streamapp_runtime.checkpoint.copying import copy_committed
+    from streamapp_runtime.checkpoint.fence import Fence
+    from streamapp_runtime.run import restoring
+
+    base = tmp_path
+    committed_batches(base / "gen-0", 4)
+    copy_committed(str(base / "gen-0"), str(base / "snapshots" / "s1"))
+    the_app, root = manifest({"snapshot": "s1"}), base / "gen-1"
+    fence = Fence(str(root), "driver-1")
+    fence.take()
+
+    restoring.at_start(the_app, str(root), str(base), {}, fence)
+    assert sorted(p.name for p in root.iterdir()) == ["_owner.json", "counts", "streamapp.json"]
+    assert sorted(p.name for p in (root / "counts" / "commits").iterdir()) == ["0", "1", "2", "3"]
+
+    (root / "counts" / "commits" / "4").write_text("commit 4")  # it ran on: a second start leaves it
+    restoring.at_start(the_app, str(root), str(base), {}, fence)
+    assert (root / "counts" / "commits" / "4").exists()
+
+    (root / restoring.RESTORING_FILE).write_text("{}")  # a restore cut short: done again, whole
+    restoring.at_start(the_app, str(root), str(base), {}, fence)
+    assert not (root / "counts" / "commits" / "4").exists() and not (root / restoring.RESTORING_FILE).exists()
+    assert fence.read()["owner"] == "driver-1"
+
+    empty = base / "gen-2"
+    with pytest.raises(restoring.RestoreRefused, match=rf"^spec\.state\.restoreFrom: snapshot {base}/snapshots/s2: "):
+        restoring.at_start(manifest({"snapshot": "s2"}), str(empty), str(base), {}, Fence(str(empty), "driver-2"))
