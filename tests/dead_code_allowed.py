@@ -26,6 +26,8 @@ status.SinkStatus.partitions_skipped
 status.LastRescale.applied_time
 status.ScalingStatus.last_decision_time
 status.ScalingStatus.pending_executors
+status.StateStatus.last_snapshot
+status.StateStatus.last_snapshot_failure
 status.StreamAppStatus.observed_generation
 
 # Spark calls these: transformWithState's StatefulProcessor, the streaming query listener.

@@ -24,7 +24,9 @@ from .expressions import sql_problems
 from .pods import placement_issues
 from .sinks import ONE_TARGET_MESSAGE
 from .sources import KAFKA_OPTION_HINTS, SCHEMA_TYPE_HELP, SPARK_MANAGED_KAFKA_OPTIONS, Source, SparkTypeError, Table, parse_spark_type
-from .spec import APP_NAME_HELP, APP_NAME_PATTERN, StreamApp
+from .spec import (
+    APP_NAME_HELP, APP_NAME_PATTERN, RESTORE_WITHOUT_RESET, SNAPSHOT_EVERY_MESSAGE, SNAPSHOT_EVERY_MIN_SECONDS, StreamApp,
+)
 from .steps import SHUFFLING_STEPS, STEP_KEYS, Join, Step, Window
 
 # What the driver may do through the API server, to fit its Role (and another pod allocator could need more).
@@ -206,6 +208,7 @@ def check_settings(app: StreamApp) -> Iterator[Issue]:
             yield Issue(path, f"{value!r} is not a state function: use one of {', '.join(STATE_FUNCTIONS)} "
                         "(it applies to a new checkpoint only)")
     yield from _check_checkpoint(app)
+    yield from _check_snapshots(app)
     yield from _check_capacity(app)
     for role in ("driver", "executor"):
         yield from (Issue(path, message) for path, message in placement_issues(getattr(spec, role), f"spec.{role}"))
@@ -220,6 +223,28 @@ def _check_checkpoint(app: StreamApp) -> Iterator[Issue]:
                     f"accessModes (a volume) are exclusive; remove {', '.join(given)} or the location")
     if checkpoint.s3 is not None and checkpoint.location is None:
         yield Issue("spec.state.checkpoint.s3", "s3 settings need a location (s3a://bucket/prefix)")
+
+
+def _check_snapshots(app: StreamApp) -> Iterator[Issue]:
+    """The twin of SnapshotSchedule's CEL rule."""
+    schedule = app.spec.state.snapshots
+    if schedule is not None and parse_duration(schedule.every).total_seconds() < SNAPSHOT_EVERY_MIN_SECONDS:
+        yield Issue("spec.state.snapshots.every", f"{schedule.every}: {SNAPSHOT_EVERY_MESSAGE}")
+
+
+def check_change(old_spec: object, new_spec: object) -> list[Issue]:
+    """Checks of an update, old spec against new (as the API server holds them): the twin of State's
+    transition rule. spec.state.restoreFrom is read only when a state generation starts, so it is set
+    or changed only together with spec.state.resetNonce; removing it alone is fine."""
+    def state(spec: object) -> dict[str, object]:
+        found = spec.get("state") if isinstance(spec, dict) else None
+        return found if isinstance(found, dict) else {}
+
+    before, after = state(old_spec), state(new_spec)
+    restore = after.get("restoreFrom")
+    if restore is None or restore == before.get("restoreFrom") or after.get("resetNonce") != before.get("resetNonce"):
+        return []
+    return [Issue("spec.state.restoreFrom", RESTORE_WITHOUT_RESET)]
 
 
 def _check_capacity(app: StreamApp) -> Iterator[Issue]:

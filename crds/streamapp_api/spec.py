@@ -60,8 +60,17 @@ class Stream(ApiModel):
     )
 
 
+SNAPSHOT_EVERY_MIN_SECONDS = 60  # a copy of every query's checkpoint is no per-batch affair
+SNAPSHOT_EVERY_MESSAGE = "every must be at least 1m"
+
+
 class SnapshotSchedule(ApiModel):
     """Periodic snapshots, taken by the running driver after a committed batch."""
+
+    model_config = api_config(
+        cel(f"{cel_millis('self.every')} >= {SNAPSHOT_EVERY_MIN_SECONDS * 1000}", SNAPSHOT_EVERY_MESSAGE,
+            field_path=".every"),
+    )
 
     every: Duration = Field(description="How often: a snapshot after the first batch committed this long after the "
                             "last one (at least 1m).")
@@ -81,8 +90,23 @@ class RestoreFrom(ApiModel):
     )
 
 
+RESTORE_WITHOUT_RESET = ("restoreFrom is read only when a state generation starts: set or change it together with "
+                         "a new spec.state.resetNonce (removing it alone is fine)")
+# A transition rule (updates only: a new app may start from a snapshot): restoreFrom set or changed
+# only together with a change of resetNonce. rules.check_change is its twin.
+_RESTORE_WITH_RESET = cel(
+    "!has(self.restoreFrom) || (has(oldSelf.restoreFrom) && self.restoreFrom == oldSelf.restoreFrom) || "
+    "(has(self.resetNonce) ? (!has(oldSelf.resetNonce) || self.resetNonce != oldSelf.resetNonce) : "
+    "has(oldSelf.resetNonce))",
+    RESTORE_WITHOUT_RESET,
+    field_path=".restoreFrom",
+)
+
+
 class State(ApiModel):
     """Checkpoints and state stores (Kafka Streams: state stores and changelogs)."""
+
+    model_config = api_config(_RESTORE_WITH_RESET)
 
     checkpoint: Annotated[Checkpoint, ByField(why="checkpoint settings changed", switch="location")] = Field(
         default_factory=Checkpoint,

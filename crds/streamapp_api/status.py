@@ -48,6 +48,37 @@ class SinkStatus(ApiModel):
         "this checkpoint had written them before (batches replayed after a restart).")
 
 
+class LastSnapshot(ApiModel):
+    """The last snapshot the driver took: every query's checkpoint at a committed batch."""
+
+    name: str = Field(max_length=63, description="Its name: spec.state.snapshotNonce, or every-<time> for a "
+                      "periodic one; what spec.state.restoreFrom.snapshot names.")
+    taken_at: str = Field(description="When it was complete (RFC 3339).", json_schema_extra={"format": "date-time"})
+    location: str | None = Field(default=None, max_length=1024, description="Where it is.")
+    size_bytes: int | None = Field(default=None, ge=0, description="Its size in bytes.")
+    batches: dict[str, int] | None = Field(
+        default=None, max_length=64, description="Per query, the batch it holds: a restore resumes each query "
+        "after its batch.")
+
+
+class SnapshotFailure(ApiModel):
+    """The last snapshot that failed (unset once a later snapshot succeeds)."""
+
+    name: str = Field(max_length=63, description="The snapshot's name.")
+    time: str = Field(description="When it failed (RFC 3339).", json_schema_extra={"format": "date-time"})
+    reason: str = Field(max_length=1024, description="The error's first line.")
+
+
+class RestoreStatus(ApiModel):
+    """Where the current state generation starts from: spec.state.restoreFrom as the operator resolved it."""
+
+    snapshot: str = Field(max_length=63, description="spec.state.restoreFrom.snapshot.")
+    app: str | None = Field(default=None, max_length=63, description="spec.state.restoreFrom.app.")
+    reset_nonce: str | None = Field(default=None, max_length=63, description="The spec.state.resetNonce of the "
+                                    "generation.")
+    location: str = Field(max_length=1024, description="The snapshot's location, passed to the driver.")
+
+
 class StateStatus(ApiModel):
     """The checkpoint in use: a volume or an object-store location."""
 
@@ -57,6 +88,12 @@ class StateStatus(ApiModel):
     shuffle_partitions: int | None = Field(
         default=None, ge=1, description="Shuffle/state partitions fixed by the current checkpoint."
     )
+    last_snapshot: LastSnapshot | None = Field(default=None, description=LastSnapshot.__doc__)
+    last_snapshot_failure: SnapshotFailure | None = Field(default=None, description=SnapshotFailure.__doc__)
+    restore_from: RestoreStatus | None = Field(
+        default=None, description="Where the current state generation starts from: spec.state.restoreFrom as the "
+        "operator resolved it for the generation's first driver, and passed to every later driver of the "
+        "generation (also once the other app is gone).")
 
 
 class LastRestart(ApiModel):

@@ -17,6 +17,7 @@ from pathlib import Path
 import kopf
 
 from streamapp_api import GROUP, PLURAL, VERSION, Policy, parse
+from streamapp_api.rules import check_change
 
 from . import webhook_tls
 from .kubeapi import Kube
@@ -47,6 +48,8 @@ def verdict(new: dict, old: dict | None, policy: Policy) -> Verdict:
     except Exception as exc:  # noqa: BLE001 - refuse what cannot be checked, with an answer, never a 500
         log.exception("admission: the check failed on %s", (new.get("metadata") or {}).get("name"))
         return Verdict((f"(document): could not be checked ({type(exc).__name__}); refused",), ())
+    if old is not None:  # what only an update can get wrong (the twins of the CRD's transition rules)
+        issues = [*issues, *check_change(old.get("spec"), new.get("spec"))]
     errors = [f"{i.path}: {i.message}" for i in issues if i.severity == "error"]
     warnings = [f"{i.path}: {i.message}" for i in issues if i.severity != "error"]
     return Verdict(_at_most(errors), _at_most(warnings))

@@ -33,6 +33,11 @@ def app(**spec) -> dict:
     (app(image="evil.example/x:1"), app(image="evil.example/x:1"), []),
     (app(image="evil.example/x:2"), app(image="evil.example/x:1"), ["spec.image"]),
     (app(sparkConf={"spark.jars": "x.jar"}), app(), ["spec.sparkConf[spark.jars]"]),
+    # restoreFrom is read when a state generation starts: set only with a new resetNonce (on an update)
+    (app(state={"restoreFrom": {"snapshot": "s1"}}), app(), ["spec.state.restoreFrom"]),
+    (app(state={"restoreFrom": {"snapshot": "s1"}, "resetNonce": "2"}), app(), []),
+    (app(state={"restoreFrom": {"snapshot": "s1"}}), None, []),  # a new app starts its first generation
+    (app(), app(state={"restoreFrom": {"snapshot": "s1"}}), []),
 ])
 def test_verdict(new, old, refused):
     result = verdict(new, old, Policy())
