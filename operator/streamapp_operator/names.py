@@ -19,6 +19,7 @@ MANAGED_BY = "streamapp-operator"
 # changed) is also where a running driver reads the count to rescale to (streamapp_api.contract).
 ANN_EXECUTORS = contract.ANN_EXECUTORS
 ANN_EXECUTORS_ASKED_AT = contract.ANN_EXECUTORS_ASKED_AT
+ANN_SNAPSHOT = contract.ANN_SNAPSHOT  # the snapshot ask (nonce, period, retention), changed on the running pod
 ANN_STATE_GENERATION = f"{GROUP_PREFIX}/state-generation"
 ANN_CONFIG_HASH = f"{GROUP_PREFIX}/config-hash"
 # On a StreamApp, "true": the operator leaves the app and its children as they are (Strimzi's annotation).

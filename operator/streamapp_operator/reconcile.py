@@ -18,6 +18,7 @@ from . import names
 from .act.apply import execute
 from .decide import diagnosis
 from .decide.pause import pause_asked
+from .decide.restore import other_app
 from .decide.plan import plan as decide
 from .decide.world import Driver, Kafka, Memory, Observed, Plan, Progress, Settings
 from .kubeapi import Kube
@@ -25,6 +26,7 @@ from .observe import blockers
 from .observe import kafka as kafka_observe
 from .observe import kube as kube_observe
 from .observe import metrics as metrics_observe
+from .observe.restore import restore_source
 from .report import events, metrics
 
 
@@ -81,6 +83,10 @@ def observe(kube: Kube, body: dict, pod: dict | None, children: dict,
         return Observed(app=None, issues=tuple(refused), **common), None
     probe = kafka_observe.Probe.of(app, secret) if secret is not None else None
     driver = kube_observe.driver(pod)
+    # the app to restore from is read only when a driver may start and it is not resolved yet
+    other = other_app(app, ((body.get("status") or {}).get("state") or {}).get("restoreFrom")) \
+        if driver.pod.state == "absent" else None
+    source = restore_source(kube, namespace, other, policy, checkpoint) if other else None
     if driver.pod.state != "running":
         progress = Progress()
     elif caches.progress is not None:
@@ -91,7 +97,7 @@ def observe(kube: Kube, body: dict, pod: dict | None, children: dict,
         app=app, children=children,
         applied=kube_observe.applied(children.get(f"ConfigMap/{names.config_map(name)}")),
         driver=driver, kafka=kafka_observe.observe(app, secret, secret_missing=secret is None, cache=caches.partitions),
-        progress=progress, **_blockers(kube, namespace, app, driver, progress, datetime.now(timezone.utc),
+        progress=progress, restore_source=source, **_blockers(kube, namespace, app, driver, progress, datetime.now(timezone.utc),
                                         caches.claim_events), **common,
     ), probe
 

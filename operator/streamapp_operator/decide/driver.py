@@ -17,8 +17,10 @@ from ..render import Launch, render_driver_pod
 from .changes import Change
 from .diagnosis import Diagnosis, executors_not_running, failed_driver, pending_driver, secrets_missing
 from .restarts import FAILURE_CAUSES, RestartDecision, RestartHistory, backoff, restart_decision
+from .restore import NO_RESTORE, REASON as RESTORE_UNAVAILABLE, Restore
 from .scaling.pending import only_waiting_for_room
 from .scaling.rescale import NOTHING, Rescale
+from .snapshot import ask_change
 from .stall import stalled
 from .status import Cond, parse_time, rfc3339
 from .world import DriverAction, Event, Observed, Settings
@@ -48,6 +50,7 @@ class DriverInputs:
     kafka_retry: timedelta  # when to look again while partition counts cannot be read
     now: datetime
     rescale: Rescale = NOTHING  # how a new executor count reaches the running driver (scaling/rescale.py)
+    restore: Restore = NO_RESTORE  # where a new driver restores its state generation from (restore.py)
 
 
 @dataclass(frozen=True)
@@ -65,7 +68,7 @@ class DriverOutcome:
     requeue: timedelta | None = None
     restarted: bool = False  # a failure was counted
     config_write: dict[str, Any] | None = None  # the ConfigMap to bring up to date
-    driver_patch: dict[str, Any] | None = None  # a merge patch of the running driver pod: a rescale in place
+    driver_patch: dict[str, Any] | None = None  # a merge patch of the running driver pod: its annotations
     last_rescale: dict[str, Any] | None = None  # a new status.scaling.lastRescale (None: as it is)
     progress: Cond | None = None
     degraded: Cond | None = None
@@ -120,7 +123,26 @@ def _keep(inputs: DriverInputs, decision: RestartDecision) -> DriverOutcome:
             (Event("Normal", "Restarting", f"stopping the driver gracefully: {why}"),))
     if stall is not None:
         return _stalled(inputs, stall)
-    return _rescaled_in_place(inputs, _keep_running(inputs))
+    return _snapshot_asked(inputs, _rescaled_in_place(inputs, _keep_running(inputs)))
+
+
+def _annotated(inputs: DriverInputs, outcome: DriverOutcome, annotations: dict[str, str | None]) -> dict[str, Any]:
+    """The outcome's merge patch of the running driver pod with ``annotations`` too (None removes one); the
+    pod's uid in it is a precondition: a successor of the pod read is not patched."""
+    obs = inputs.obs
+    patch = outcome.driver_patch or {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": names.driver_pod(obs.name), "namespace": obs.namespace, "uid": obs.driver.uid}}
+    meta = patch["metadata"]
+    return {**patch, "metadata": {**meta, "annotations": {**(meta.get("annotations") or {}), **annotations}}}
+
+
+def _snapshot_asked(inputs: DriverInputs, outcome: DriverOutcome) -> DriverOutcome:
+    """A kept driver with the snapshot ask of the spec on its pod (snapshot.py): no restart for it."""
+    change = ask_change(inputs.app.spec.state, inputs.obs.driver.snapshot_ask)
+    if change is None or inputs.obs.driver.uid is None:
+        return outcome
+    return replace(outcome, driver_patch=_annotated(inputs, outcome, {names.ANN_SNAPSHOT: change.value}),
+                   events=outcome.events + change.events)
 
 
 def _stalled(inputs: DriverInputs, why: str) -> DriverOutcome:
@@ -145,14 +167,13 @@ def _stalled(inputs: DriverInputs, why: str) -> DriverOutcome:
 def _rescaled_in_place(inputs: DriverInputs, outcome: DriverOutcome) -> DriverOutcome:
     """A kept driver with what a rescale in place does to it: the count written on the pod (and into
     its ConfigMap, the record of what it runs), Progressing while it applies it, the news in events."""
-    rescale, obs = inputs.rescale, inputs.obs
+    rescale = inputs.rescale
     if rescale.action not in ("ask", "wait", "applied"):
         return outcome
     changes: dict[str, Any] = {"last_rescale": rescale.record, "events": outcome.events + rescale.events}
     if rescale.action == "ask":
-        changes["driver_patch"] = {"apiVersion": "v1", "kind": "Pod", "metadata": {
-            "name": names.driver_pod(obs.name), "namespace": obs.namespace, "uid": obs.driver.uid,
-            "annotations": {names.ANN_EXECUTORS: str(rescale.to), names.ANN_EXECUTORS_ASKED_AT: rfc3339(inputs.now)}}}
+        changes["driver_patch"] = _annotated(inputs, outcome, {
+            names.ANN_EXECUTORS: str(rescale.to), names.ANN_EXECUTORS_ASKED_AT: rfc3339(inputs.now)})
         if inputs.config_stale and inputs.config is not None:
             changes["config_write"] = inputs.config
     if rescale.action in ("ask", "wait"):
@@ -301,13 +322,15 @@ def _create(inputs: DriverInputs, decision: RestartDecision) -> DriverOutcome:
                else "partition counts needed to size the first driver")
         return _as_recorded(inputs, "Pending", Cond("Ready", False, "WaitingForKafka", why), requeue=inputs.kafka_retry)
     missing = secrets_missing(obs.namespace, obs.missing_secrets)
+    if missing is None and inputs.restore.problem is not None:  # no app to restore the new generation from
+        missing = Diagnosis(RESTORE_UNAVAILABLE, inputs.restore.problem)
     if missing is not None:  # a driver without them could not even start its container
         return _as_recorded(inputs, "Pending", Cond("Ready", False, missing.reason, missing.message),
                             requeue=_look_again(inputs), events=_told(inputs, missing))
     driver_pod = names.driver_pod(obs.name)
     return _as_recorded(
         inputs, "Starting", Cond("Ready", False, "DriverCreated", "driver pod created"),
-        action="create", pod=render_driver_pod(app, obs.uid, launch, inputs.config_hash), driver_pod=driver_pod,
+        action="create", pod=render_driver_pod(app, obs.uid, launch, inputs.config_hash, inputs.restore.location), driver_pod=driver_pod,
         config_write=inputs.config if inputs.config_stale else None,
         progress=Cond("Progressing", True, "DriverCreated", f"driver started with {launch.executors} executors"),
         events=(Event("Normal", "DriverCreated", f"driver {driver_pod} with {launch.executors} executors, "

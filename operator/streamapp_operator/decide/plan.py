@@ -20,10 +20,12 @@ from .changes import Change, classify_change
 from .children import KubeObject, plan_children
 from .driver import DriverInputs, DriverOutcome, driver_outcome, restart_history
 from .pause import paused_plan, resumed
+from .restore import Restore, resolve as resolve_restore
 from .scaling.load import load_sizing
 from .scaling.partitions import debounce, desired_executors, tasks_to_cover
 from .scaling.pending import scaling_condition
 from .scaling.rescale import NOTHING, Rescale, RescaleInputs, decide as rescale_decision
+from .snapshot import SnapshotStatus, snapshot_status
 from .status import Cond, fold_status, rfc3339
 from .world import Event, Memory, Observed, Plan, Progress, Settings
 
@@ -45,8 +47,10 @@ def _reconciled(obs: Observed, settings: Settings, memory: Memory, now: datetime
     sizing = _sizing(obs, app, settings, kafka.memory, now)
     children = _children(obs, app, sizing.launch, settings)
     kafka_retry = _kafka_retry(kafka.memory.kafka_failures)
-    driver = driver_outcome(_driver_inputs(obs, settings, app, change, sizing.launch, children, kafka_retry, now))
-    return _assemble(obs, app, change, kafka, sizing, children, driver, kafka_retry, now, ui_url(app, settings.ui))
+    restore = resolve_restore(app, (obs.status.get("state") or {}).get("restoreFrom"), obs.restore_source)
+    driver = driver_outcome(_driver_inputs(obs, settings, app, change, sizing.launch, children, kafka_retry, now, restore))
+    return _assemble(obs, app, change, kafka, sizing, children, driver, kafka_retry, now, ui_url(app, settings.ui),
+                     restore)
 
 
 def _children(obs: Observed, app: StreamApp, launch: Launch | None, settings: Settings) -> list[KubeObject]:
@@ -59,13 +63,14 @@ def _children(obs: Observed, app: StreamApp, launch: Launch | None, settings: Se
 
 
 def _driver_inputs(obs: Observed, settings: Settings, app: StreamApp, change: Change, launch: Launch | None,
-                   children: list[KubeObject], kafka_retry: timedelta, now: datetime) -> DriverInputs:
+                   children: list[KubeObject], kafka_retry: timedelta, now: datetime, restore: Restore) -> DriverInputs:
     config = next((c for c in children if c["kind"] == "ConfigMap"), None)
     wanted = config_hash(config) if config else None
     in_cluster = config_hash(obs.children.get(f"ConfigMap/{names.config_map(obs.name)}") or {})
     return DriverInputs(obs, settings, app, change, launch, config, wanted,
                         config_stale=config is not None and wanted != in_cluster, history=restart_history(obs),
-                        kafka_retry=kafka_retry, now=now, rescale=_rescale(obs, settings, app, launch, now))
+                        kafka_retry=kafka_retry, now=now, rescale=_rescale(obs, settings, app, launch, now),
+                        restore=restore)
 
 
 def _rescale(obs: Observed, settings: Settings, app: StreamApp, launch: Launch | None, now: datetime) -> Rescale:
@@ -81,7 +86,7 @@ def _rescale(obs: Observed, settings: Settings, app: StreamApp, launch: Launch |
 
 def _assemble(obs: Observed, app: StreamApp, change: Change, kafka: _KafkaHealth, sizing: _Sizing,
               children: list[KubeObject], driver: DriverOutcome, kafka_retry: timedelta, now: datetime,
-              ui: str | None) -> Plan:
+              ui: str | None, restore: Restore) -> Plan:
     """The Plan from what each step decided: where two steps speak to the same thing, which one wins."""
     create, patches = plan_children(children, obs.children)
     if driver.config_write is not None and driver.config_write not in create:  # else it is created anyway
@@ -93,12 +98,14 @@ def _assemble(obs: Observed, app: StreamApp, change: Change, kafka: _KafkaHealth
         requeue = kafka_retry
     refused = (Event("Warning", "IncompatibleChange", f"{change.field}: {change.reason}"),) \
         if change.kind == "incompatible" else ()
+    snapshots = snapshot_status(obs.progress, obs.status.get("state") or {})
     # Kafka's trouble outranks the driver's in Degraded; the driver's news outranks a pending scale.
     status = _status(obs, app, change, driver, sizing.desired, now, progress=driver.progress or sizing.progress,
-                     degraded=kafka.degraded or driver.degraded, scaling=sizing.scaling, ui=ui)
+                     degraded=kafka.degraded or driver.degraded, scaling=sizing.scaling, ui=ui,
+                     state=_state(obs, app, driver, restore, snapshots))
     return Plan(status=status, create=tuple(create), patch=tuple(patches), driver=driver.action,
                 driver_pod=driver.pod, driver_patch=driver.driver_patch, status_first=driver.status_first,
-                events=kafka.events + sizing.events + refused + driver.events, requeue=requeue,
+                events=kafka.events + sizing.events + refused + driver.events + snapshots.events, requeue=requeue,
                 memory=sizing.memory, restarted=driver.restarted, desired_executors=sizing.desired)
 
 
@@ -151,8 +158,10 @@ def _classify(obs: Observed, app: StreamApp) -> tuple[Change, StreamApp]:
         return Change("restart", None, "first start"), app
     change = classify_change(applied.spec, app.spec)
     if change.kind == "incompatible":
-        # Keep running what was applied; suspend is the one setting still honoured.
-        kept = applied.spec.model_copy(update={"suspend": app.spec.suspend})
+        # Keep running what was applied; suspend and the snapshot asks are the settings still honoured.
+        state = applied.spec.state.model_copy(update={"snapshot_nonce": app.spec.state.snapshot_nonce,
+                                                      "snapshots": app.spec.state.snapshots})
+        kept = applied.spec.model_copy(update={"suspend": app.spec.suspend, "state": state})
         return change, app.model_copy(update={"spec": kept})
     return change, app
 
@@ -237,7 +246,7 @@ def _remedy(change: Change, name: str) -> str:
 
 def _status(obs: Observed, app: StreamApp, change: Change, driver: DriverOutcome, desired: int | None,
             now: datetime, progress: Cond | None, degraded: Cond | None,
-            scaling: dict[str, Any] | None = None, ui: str | None = None) -> dict[str, Any]:
+            state: dict[str, Any], scaling: dict[str, Any] | None = None, ui: str | None = None) -> dict[str, Any]:
     if change.kind == "incompatible":
         spec_valid = Cond("SpecValid", False, "IncompatibleChange", f"{change.field}: {change.reason}. {_remedy(change, obs.name)}")
     else:
@@ -254,13 +263,6 @@ def _status(obs: Observed, app: StreamApp, change: Change, driver: DriverOutcome
     elif phase == "Running":
         message = f"driver running with {_executors(obs)} executors"
     reason = _reason(spec_valid, ready, degraded)
-    location = app.spec.state.checkpoint.location
-    state: dict[str, Any] = {"location": location} if location else {"claimName": names.checkpoint_claim(obs.name)}
-    if app.spec.state.reset_nonce:
-        state["resetNonce"] = app.spec.state.reset_nonce
-    shuffle = _shuffle_partitions(obs, app, running)
-    if shuffle:
-        state["shufflePartitions"] = shuffle
     sinks = _sinks(obs.progress)
     scaling_cond, pending = scaling_condition(obs.executor_pods, desired or obs.driver.executors, running)
     scaling = scaling or obs.status.get("scaling")
@@ -282,6 +284,25 @@ def _status(obs: Observed, app: StreamApp, change: Change, driver: DriverOutcome
         restarts=driver.restarts, last_restart=driver.last_restart, driver_pod=driver.driver_pod,
         state=state, sinks=sinks if running else None, scaling=scaling, ui_url=ui,
     )
+
+
+def _state(obs: Observed, app: StreamApp, driver: DriverOutcome, restore: Restore,
+           snapshots: SnapshotStatus) -> dict[str, Any]:
+    """status.state: the checkpoint in use, what its state generation started from, its last snapshot."""
+    location = app.spec.state.checkpoint.location
+    state: dict[str, Any] = {"location": location} if location else {"claimName": names.checkpoint_claim(obs.name)}
+    if app.spec.state.reset_nonce:
+        state["resetNonce"] = app.spec.state.reset_nonce
+    shuffle = _shuffle_partitions(obs, app, obs.driver.pod.state == "running" and driver.driver_pod is not None)
+    if shuffle:
+        state["shufflePartitions"] = shuffle
+    if restore.record is not None:
+        state["restoreFrom"] = restore.record
+    if snapshots.last is not None:
+        state["lastSnapshot"] = snapshots.last
+    if snapshots.failure is not None:
+        state["lastSnapshotFailure"] = snapshots.failure
+    return state
 
 
 def _executors(obs: Observed) -> int | None:

@@ -34,6 +34,7 @@ class Driver:
     ip: str | None = None
     uid: str | None = None
     executors_asked_at: datetime | None = None  # when ``executors`` was asked for in place (None: the start count)
+    snapshot_ask: str | None = None  # the snapshot ask on the pod (contract.ANN_SNAPSHOT), as written
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,26 @@ class Kafka:
     by_topic: tuple[tuple[str, int], ...] = ()  # each source topic's partition count
     missing_topics: tuple[str, ...] = ()
     auth_failed: bool = False  # Kafka refused the app's credentials: the error says which Secret
+
+
+@dataclass(frozen=True)
+class SnapshotTaken:
+    """The last snapshot the driver reports taken (its metrics)."""
+
+    name: str
+    taken_at: datetime
+    location: str | None = None
+    size_bytes: int | None = None
+    batches: tuple[tuple[str, int], ...] = ()  # per query, the batch it holds
+
+
+@dataclass(frozen=True)
+class SnapshotFailed:
+    """The last snapshot the driver reports failed."""
+
+    name: str
+    time: datetime
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -65,6 +86,8 @@ class Progress:
     batches: tuple[tuple[str, int], ...] = ()
     executors: int | None = None
     executors_target: int | None = None  # the count the driver has applied (None: a runtime that does not say)
+    snapshot: SnapshotTaken | None = None
+    snapshot_failure: SnapshotFailed | None = None
     read_at: datetime | None = None  # when this was read from the driver (None: it did not answer)
 
 
@@ -98,6 +121,16 @@ class MissingSecret:
 
 
 @dataclass(frozen=True)
+class RestoreSource:
+    """The app spec.state.restoreFrom.app names, as read while a driver may be started."""
+
+    app: str
+    found: bool  # a StreamApp of that name exists in the namespace
+    location: str | None = None  # its object-store checkpoint location (None: a volume, or none that is valid)
+    invalid: bool = False  # it exists but its spec is refused (its own status says why)
+
+
+@dataclass(frozen=True)
 class Observed:
     name: str
     namespace: str
@@ -117,6 +150,7 @@ class Observed:
     missing_secrets: tuple[MissingSecret, ...] = ()
     executor_pods: ExecutorPods = field(default_factory=ExecutorPods)
     paused: bool = False  # the app's streamapp.io/pause-reconciliation annotation is "true" (pause.py)
+    restore_source: RestoreSource | None = None  # read only when a driver may be started (observe/restore.py)
 
 
 @dataclass(frozen=True)

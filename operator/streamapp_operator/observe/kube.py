@@ -147,7 +147,8 @@ def driver(pod: dict | None) -> Driver:
         executors = None
     return Driver(pod_observation(pod), executors, annotations.get(names.ANN_STATE_GENERATION),
                   annotations.get(names.ANN_CONFIG_HASH), (pod.get("status") or {}).get("podIP"),
-                  pod["metadata"].get("uid"), parse_time(annotations.get(names.ANN_EXECUTORS_ASKED_AT)))
+                  pod["metadata"].get("uid"), parse_time(annotations.get(names.ANN_EXECUTORS_ASKED_AT)),
+                  annotations.get(names.ANN_SNAPSHOT))
 
 
 def kafka_secret(kube: Kube, namespace: str, app: StreamApp) -> dict[str, str] | None:

@@ -10,10 +10,12 @@ connections kept open where the driver allows it) for the cache's lifetime; ``cl
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 import time
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
@@ -21,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from streamapp_api import contract
 
 from .. import names
-from ..decide.world import Progress
+from ..decide.world import Progress, SnapshotFailed, SnapshotTaken
 
 # A whole read of a driver's /metrics. Reads run in the background (CONCURRENCY at once), so a slow
 # driver costs a slot, not a reconcile; the timeout leaves room for a driver on loaded cores, which a
@@ -41,10 +43,13 @@ def parse(text: str) -> Progress:
                 f"{contract.METRIC_PARTITIONS_SKIPPED}_total": {}, f"{contract.METRIC_BATCHES}_total": {}}
     per_query: dict[str, dict[str, float]] = {contract.METRIC_INPUT_RATE: {}, contract.METRIC_PROCESSED_RATE: {},
                                               contract.METRIC_BATCH_DURATION: {}}
+    snapshot_samples = []
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             query = sample.labels.get("query", "")
-            if sample.name == contract.METRIC_SOURCE_LAG:
+            if sample.name in _SNAPSHOT_METRICS:
+                snapshot_samples.append(sample)
+            elif sample.name == contract.METRIC_SOURCE_LAG:
                 lag_by_query[query] = lag_by_query.get(query, 0) + int(sample.value)
             elif sample.name == contract.METRIC_LAST_BATCH and sample.value > 0:
                 batch_by_query[query] = max(batch_by_query.get(query, 0.0), sample.value)
@@ -77,7 +82,52 @@ def parse(text: str) -> Progress:
         batches=tuple(sorted(counters[f"{contract.METRIC_BATCHES}_total"].items())),
         executors=executors,
         executors_target=executors_target,
+        snapshot=_snapshot_taken(snapshot_samples),
+        snapshot_failure=_snapshot_failed(snapshot_samples),
     )
+
+
+_SNAPSHOT_METRICS = (contract.METRIC_SNAPSHOT_TIME, contract.METRIC_SNAPSHOT_BYTES, contract.METRIC_SNAPSHOT_BATCH,
+                     contract.METRIC_SNAPSHOT_FAILED)
+
+
+def _moment(seconds: float) -> datetime | None:
+    try:
+        return datetime.fromtimestamp(seconds, timezone.utc) if seconds > 0 else None
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def _count(value: float) -> int | None:
+    return int(value) if math.isfinite(value) and value >= 0 else None
+
+
+def _newest(samples: list, name: str) -> tuple[datetime, Any] | None:
+    """The sample of metric ``name`` with the latest time as its value, and that time."""
+    timed = [(moment, s) for s in samples if s.name == name and (moment := _moment(s.value)) is not None]
+    return max(timed, key=lambda pair: pair[0]) if timed else None
+
+
+def _snapshot_taken(samples: list) -> SnapshotTaken | None:
+    """The last snapshot the driver reports: the newest time, with that snapshot's size and batches."""
+    found = _newest(samples, contract.METRIC_SNAPSHOT_TIME)
+    if found is None:
+        return None
+    taken_at, newest = found
+    name = newest.labels.get("snapshot", "")
+    mine = [s for s in samples if s.labels.get("snapshot", "") == name]
+    size = next((_count(s.value) for s in mine if s.name == contract.METRIC_SNAPSHOT_BYTES), None)
+    batches = sorted((s.labels.get("query", ""), batch) for s in mine
+                     if s.name == contract.METRIC_SNAPSHOT_BATCH and (batch := _count(s.value)) is not None)
+    return SnapshotTaken(name, taken_at, newest.labels.get("location"), size, tuple(batches))
+
+
+def _snapshot_failed(samples: list) -> SnapshotFailed | None:
+    found = _newest(samples, contract.METRIC_SNAPSHOT_FAILED)
+    if found is None:
+        return None
+    failed_at, newest = found
+    return SnapshotFailed(newest.labels.get("snapshot", ""), failed_at, newest.labels.get("reason", ""))
 
 
 def session(concurrency: int = CONCURRENCY) -> aiohttp.ClientSession:

@@ -7,8 +7,10 @@ only once the old pod is gone (the fixed pod name is the fence).
 from __future__ import annotations
 
 import copy
+import json
 
-from streamapp_api import StreamApp, contract, spark_memory_mib
+from streamapp_api import StreamApp, contract, parse_duration, spark_memory_mib
+from streamapp_api.spec import SnapshotSchedule, State
 
 from .. import names
 from .common import CONTAINER_SECURITY, POD_SECURITY, Launch, image_of, metadata, placed
@@ -24,10 +26,24 @@ def pod_memory_mib(memory: str, overhead: str | None) -> int:
     return heap + extra
 
 
-def _env(app: StreamApp) -> list[dict]:
+def snapshot_ask(state: State) -> str | None:
+    """The snapshot ask written on the driver pod (contract.ANN_SNAPSHOT): the nonce, the period in seconds
+    and how many periodic snapshots to keep; None when the spec asks for none."""
+    if state.snapshot_nonce is None and state.snapshots is None:
+        return None
+    schedule = state.snapshots
+    every = int(parse_duration(schedule.every).total_seconds()) if schedule else None
+    keep = schedule.keep if schedule else SnapshotSchedule.model_fields["keep"].default
+    return json.dumps({"nonce": state.snapshot_nonce, "every": every, "keep": keep}, separators=(",", ":"))
+
+
+def _env(app: StreamApp, restore_from: str | None) -> list[dict]:
     state = app.spec.state
     return [
         {"name": contract.ENV_CHECKPOINT_DIR, "value": names.checkpoint_dir(state.reset_nonce, state.checkpoint.location)},
+        # a new state generation starts from this snapshot (decide/restore.py resolved it; the runtime
+        # restores only into a generation that is still empty)
+        *([{"name": contract.ENV_RESTORE_FROM, "value": restore_from}] if restore_from else []),
         {"name": contract.ENV_METRICS_PORT, "value": str(names.METRICS_PORT)},
         {"name": contract.ENV_POD_IP, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         {"name": contract.ENV_POD_UID, "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
@@ -48,7 +64,7 @@ def _sink_secret_env(app: StreamApp) -> list[dict]:
     ]
 
 
-def _container(app: StreamApp, launch: Launch) -> dict:
+def _container(app: StreamApp, launch: Launch, restore_from: str | None) -> dict:
     spec = app.spec
     on_object_store = spec.state.checkpoint.on_object_store
     memory = f"{pod_memory_mib(spec.driver.memory, spec.driver.memory_overhead)}Mi"
@@ -57,7 +73,7 @@ def _container(app: StreamApp, launch: Launch) -> dict:
         "image": image_of(app, launch),
         "command": ["streamapp", "run", f"{names.CONFIG_DIR}/{contract.MANIFEST_FILE}",
                     "--spark-conf", f"{names.CONFIG_DIR}/{contract.SPARK_PROPERTIES_FILE}"],
-        "env": _env(app),
+        "env": _env(app, restore_from),
         "ports": [
             {"name": "driver-rpc", "containerPort": names.DRIVER_PORT, "protocol": "TCP"},
             {"name": "blockmanager", "containerPort": names.BLOCK_MANAGER_PORT, "protocol": "TCP"},
@@ -93,8 +109,10 @@ def _container(app: StreamApp, launch: Launch) -> dict:
     return container
 
 
-def render_driver_pod(app: StreamApp, uid: str, launch: Launch, config_hash: str) -> dict:
+def render_driver_pod(app: StreamApp, uid: str, launch: Launch, config_hash: str, restore_from: str | None = None) -> dict:
+    """``restore_from``: spec.state.restoreFrom's location, resolved by the operator (decide/restore.py)."""
     name = app.metadata.name
+    ask = snapshot_ask(app.spec.state)
     annotations = {
         "prometheus.io/scrape": "true",
         "prometheus.io/port": str(names.METRICS_PORT),
@@ -102,6 +120,7 @@ def render_driver_pod(app: StreamApp, uid: str, launch: Launch, config_hash: str
         names.ANN_EXECUTORS: str(launch.executors),
         names.ANN_STATE_GENERATION: names.state_generation(app.spec.state.reset_nonce),
         names.ANN_CONFIG_HASH: config_hash,
+        **({names.ANN_SNAPSHOT: ask} if ask else {}),  # changed on the running pod (decide/snapshot.py)
         **DRIVER_ANNOTATIONS,  # no node scale-down evicts it (render/disruption.py)
     }
     meta = metadata(app, uid, names.driver_pod(name), "driver", annotations=annotations)
@@ -117,7 +136,7 @@ def render_driver_pod(app: StreamApp, uid: str, launch: Launch, config_hash: str
             "terminationGracePeriodSeconds": 120,
             "enableServiceLinks": False,
             "securityContext": copy.deepcopy(POD_SECURITY),
-            "containers": [_container(app, launch)],
+            "containers": [_container(app, launch, restore_from)],
             "volumes": [
                 {"name": "config", "configMap": {"name": names.config_map(name)}},
                 *([] if app.spec.state.checkpoint.on_object_store else [
