@@ -85,7 +85,7 @@ def observe(kube: Kube, body: dict, pod: dict | None, children: dict,
     driver = kube_observe.driver(pod)
     # the app to restore from is read only when a driver may start and it is not resolved yet
     other = other_app(app, ((body.get("status") or {}).get("state") or {}).get("restoreFrom")) \
-        if driver.pod.state == "absent" else None
+        if driver.pod.state == "absent" and not app.spec.suspend else None
     source = restore_source(kube, namespace, other, policy, checkpoint) if other else None
     if driver.pod.state != "running":
         progress = Progress()

@@ -15,6 +15,7 @@ import yaml
 from streamapp_api import InvalidSpec, load
 
 from . import names
+from .decide.restore import resolve as resolve_restore
 from .decide.scaling.partitions import desired_executors
 from .render import Launch, network, render_all, ui
 
@@ -57,6 +58,8 @@ def run(args: argparse.Namespace) -> int:
         sources = sum(len(s.topic_list) for s in app.spec.sources)
         partitions = args.partitions if args.partitions is not None else sources
         launch = Launch(desired_executors(partitions, app.spec), args.runtime_image)
-        out.extend(render_all(app, args.uid, launch, network_policies, spark_ui))
+        # a snapshot of this app resolves without a cluster; another app's needs that app, read by the operator
+        restore = resolve_restore(app, None, None)
+        out.extend(render_all(app, args.uid, launch, network_policies, spark_ui, restore.location))
     sys.stdout.write(yaml.safe_dump_all(out, sort_keys=False, default_flow_style=False))
     return 0

@@ -51,8 +51,8 @@ def render_children(app: StreamApp, uid: str, launch: Launch, network: NetworkPo
 
 
 def render_all(app: StreamApp, uid: str, launch: Launch, network: NetworkPolicies | None = None,
-               ui: SparkUI = DEFAULT_UI) -> list[dict]:
-    """Every object of one StreamApp, the driver pod last."""
+               ui: SparkUI = DEFAULT_UI, restore_from: str | None = None) -> list[dict]:
+    """Every object of one StreamApp, the driver pod last (``restore_from``: its restore location)."""
     children = render_children(app, uid, launch, network, ui)
     config = next(c for c in children if c["kind"] == "ConfigMap")
-    return children + [render_driver_pod(app, uid, launch, config_hash(config))]
+    return children + [render_driver_pod(app, uid, launch, config_hash(config), restore_from)]

@@ -42,6 +42,20 @@ def test_render_prints_the_network_policy_the_operator_would_apply(capsys):
     assert code == 2 and "'x' is not a port" in err
 
 
+def test_render_prints_the_snapshot_ask_and_this_apps_restore_location(capsys, tmp_path):
+    doc = yaml.safe_load((EXAMPLES / "word-count.yaml").read_text())
+    doc["spec"]["state"] = {"checkpoint": {"location": "s3a://ckpt/streams/word-count"}, "resetNonce": "2",
+                            "snapshotNonce": "before-upgrade", "restoreFrom": {"snapshot": "nightly"}}
+    path = tmp_path / "restoring.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    code, out, _ = _run(capsys, str(path))
+    pod = list(yaml.safe_load_all(out))[-1]
+    env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+    assert code == 0
+    assert env["STREAMAPP_RESTORE_FROM"] == "s3a://ckpt/streams/word-count/snapshots/nightly"
+    assert '"nonce":"before-upgrade"' in pod["metadata"]["annotations"]["streamapp.io/snapshot"]
+
+
 def test_render_refuses_an_invalid_manifest_with_the_field(capsys, tmp_path):
     doc = yaml.safe_load((EXAMPLES / "word-count.yaml").read_text())
     doc["spec"]["sinks"][0]["from"] = "nowhere"
