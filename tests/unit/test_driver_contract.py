@@ -185,6 +185,42 @@ def test_the_metrics_the_runtime_serves_are_the_ones_the_operator_reads():
         (("counts", 20.0),), (("counts", 40.0),), (("counts", 0.5),), (("counts", 1),), 3)
 
 
+def test_the_snapshot_ask_on_the_pod_is_the_one_the_runtime_follows():
+    from streamapp_operator.decide.snapshot import ask_change
+    from streamapp_runtime.run.snapshot_schedule import Ask, parse_ask
+
+    app = _example(state={"snapshotNonce": "before-upgrade", "snapshots": {"every": "6h", "keep": 4}})
+    rendered = _rendered(app)["Pod"]["metadata"]["annotations"][contract.ANN_SNAPSHOT]
+    assert parse_ask(rendered) == Ask("before-upgrade", 21600.0, 4)
+    patched = ask_change(_example(state={"snapshotNonce": "second"}).spec.state, rendered)
+    assert patched is not None and parse_ask(patched.value) == Ask("second", None, 3)
+
+
+def test_the_restore_location_the_pod_gets_is_the_one_the_runtime_restores_from():
+    from streamapp_operator.decide.restore import resolve
+    from streamapp_runtime.run import restoring
+
+    base = "s3a://ckpt/streams/click-sessions"
+    app = _example(state={"checkpoint": {"location": base}, "resetNonce": "2", "restoreFrom": {"snapshot": "s1"}})
+    where = resolve(app, None, None).location
+    pod = render_all(app, "uid-1", Launch(3, "runtime:test"), restore_from=where)[-1]
+    env = _driver_env(pod, value_from={contract.ENV_POD_IP: "10.0.0.9"})
+    assert restoring.location(app.spec.state.restore_from, app.metadata.name, base, env) == f"{base}/snapshots/s1"
+    # a local run resolves its own snapshot to the same place
+    assert restoring.location(app.spec.state.restore_from, app.metadata.name, base, {}) == where
+
+
+def test_the_snapshot_metrics_the_runtime_serves_are_the_ones_the_operator_reads():
+    metrics = Metrics("app", {}, {})
+    metrics.snapshot_taken("s1", "s3a://b/app/snapshots/s1", 1767225600.0, 2048, {"counts": 41, "totals": None})
+    metrics.snapshot_failed_at("every-20260101-000100", "java.io.IOException: boom", 1767225660.0)
+    seen = operator_reads_metrics(generate_latest(metrics.registry).decode())
+    assert seen.snapshot is not None and seen.snapshot_failure is not None
+    assert (seen.snapshot.name, seen.snapshot.taken_at.timestamp(), seen.snapshot.location, seen.snapshot.size_bytes,
+            seen.snapshot.batches) == ("s1", 1767225600.0, "s3a://b/app/snapshots/s1", 2048, (("counts", 41),))
+    assert (seen.snapshot_failure.name, seen.snapshot_failure.reason) == ("every-20260101-000100", "java.io.IOException: boom")
+
+
 def test_the_dead_letter_topic_has_one_default():
     app = _example(deadLetter={"enabled": True})
     assert app.dead_letter_topic == f"{app.metadata.name}.dlq"
