@@ -33,8 +33,9 @@ def version_of(name: str) -> int | None:
 
 
 def is_temporary(name: str) -> bool:
-    """A file Spark is still writing (renamed into place once whole)."""
-    return name.endswith(".tmp")
+    """A file Spark is still writing (renamed into place once whole), or the checksum Hadoop's local
+    file system writes beside it (``..2.<uuid>.tmp.crc``)."""
+    return name.endswith((".tmp", ".tmp.crc"))
 
 
 def last_committed(commits: list[str]) -> int | None:

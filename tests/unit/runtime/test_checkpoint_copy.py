@@ -29,6 +29,9 @@ def test_the_committed_batch_is_the_last_commit_and_its_state_version_the_next()
     assert layout.belongs_to("offsets", "3", 3) and not layout.belongs_to("offsets", "4", 3)
     assert layout.belongs_to("state", "4.delta", 3) and not layout.belongs_to("state", "5.delta", 3)
     assert layout.belongs_to("state", "x.sst", 3) and not layout.belongs_to("state", ".4.delta.tmp", 3)
+    # a log file being written and its local checksum: neither has a version the copy could place
+    assert not layout.belongs_to("offsets", ".2.47b79c11.tmp", 3)
+    assert not layout.belongs_to("offsets", "..2.47b79c11-1e66-477e-830e-e80837c4f51d.tmp.crc", 3)
 
 
 def _write(root, files: dict[str, str]) -> None:
