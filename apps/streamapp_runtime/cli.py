@@ -140,11 +140,14 @@ def execute(app, settings, conf: dict[str, str], choose_local_master: bool = Fal
         return 0
     except Exception as exc:
         from streamapp_runtime import spark_compat
-        from streamapp_runtime.run import plan_guard, termination
+        from streamapp_runtime.run import plan_guard, restoring, termination
 
         log.error("%s", str(exc).split("\n")[0])
         if isinstance(exc, plan_guard.AppRefused):  # as a settings error: the same app is refused every time
             termination.write(termination.refused(exc.refusals))
+            return 2
+        if isinstance(exc, restoring.RestoreRefused):  # the same snapshot is missing at the next start too
+            termination.write(termination.refused([exc]))
             return 2
         termination.write(termination.message(termination.of_exception(exc, spark_compat.jvm_stack_trace(exc))))
         return 1

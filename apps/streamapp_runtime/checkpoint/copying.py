@@ -128,7 +128,9 @@ def restore(snapshot_root: str, target_root: str, besides: frozenset[str] = froz
     # Kafka markers, the dead-letter writer) know a query by it, and the batches after the snapshot are
     # planned again from the topics as they are now, so a batch id the first run wrote can cover another
     # range: skipping it as written would drop output. A new id writes them (upserts converge by key).
-    left_out = {join(snapshot_root, SNAPSHOT_FILE)} | {join(join(snapshot_root, query), METADATA) for query in batches}
+    # The old id's checksum goes too: Hadoop's local file system checks a file against its .crc beside it.
+    left_out = {join(snapshot_root, SNAPSHOT_FILE)} | {join(join(snapshot_root, query), name) for query in batches
+                                                       for name in (METADATA, f".{METADATA}.crc")}
     chosen = [(source, target) for source, target in _tree_files(snapshot_root, target_root) if source not in left_out]
     _copy(chosen)
     for query in batches:

@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import sys
+import time
 from collections import deque
 
 from pyspark.sql.streaming import StreamingQueryListener
@@ -21,6 +22,7 @@ class ProgressListener(StreamingQueryListener):
         self.committer = committer  # consumer_groups.GroupCommitter: each batch's offsets to the query's group
         self.dead_letter_writer = dead_letter_writer  # run.dead_letters.DeadLetterWriter: reads back batches that had bad records
         self.last_batch: dict[str, int] = {}  # query -> the id of the last batch seen
+        self.committed_at: dict[str, float] = {}  # query -> when its last batch committed (its progress came)
         # query -> its last two progresses (oldest first): whether an available-now query ran dry
         # (stopping.ran_dry) is read from here, not from query.recentProgress, a py4j round trip
         # per progress that the supervisor's poll would make several times a second.
@@ -48,6 +50,7 @@ class ProgressListener(StreamingQueryListener):
         if self.dead_letter_writer is not None:
             self.dead_letter_writer.batch_done(p)
         self.last_batch[p["name"]] = p.get("batchId", -1)
+        self.committed_at[p["name"]] = time.time()
         self.recent.setdefault(p["name"], deque(maxlen=2)).append(p)
         if self.progress_file is not None:
             self.progress_file.write(json.dumps(p) + "\n")

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import os
 import ssl
+import threading
+import time
 import urllib.parse
 import urllib.request
 
@@ -19,7 +21,8 @@ SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 
 class OwnPod:
-    """The driver pod's annotations, read afresh at each call."""
+    """The driver pod's annotations. One reading serves every reader that accepts its age: the API
+    server is read once for the executor count and the snapshot ask, not once for each."""
 
     def __init__(self, namespace: str, pod: str, host: str, port: str, account: str = SERVICE_ACCOUNT):
         self.namespace, self.name = namespace, pod
@@ -27,9 +30,20 @@ class OwnPod:
                     f"/pods/{urllib.parse.quote(pod)}")
         self.account = account
         self._opener: urllib.request.OpenerDirector | None = None
+        self._lock = threading.Lock()
+        self._last: tuple[float, dict[str, str]] | None = None  # (monotonic time, annotations) of the last reading
 
-    def annotations(self) -> dict[str, str]:
-        """The pod's annotations. Raises OSError when the API cannot be read, ValueError on a bad answer."""
+    def annotations(self, max_age: float = 0.0) -> dict[str, str]:
+        """The pod's annotations, read at most ``max_age`` seconds ago. Raises OSError when the API cannot
+        be read, ValueError on a bad answer."""
+        with self._lock:
+            if self._last is not None and time.monotonic() - self._last[0] <= max_age:
+                return self._last[1]
+            found = self._read()
+            self._last = (time.monotonic(), found)
+            return found
+
+    def _read(self) -> dict[str, str]:
         if self._opener is None:
             context = ssl.create_default_context(cafile=os.path.join(self.account, "ca.crt"))
             self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}),

@@ -119,10 +119,9 @@ class Rescaler:
             self._thread.join(timeout=10)
 
 
-def for_driver_pod(spark, spark_conf: dict[str, str], environ: dict[str, str],
+def for_driver_pod(spark, pod: own_pod.OwnPod | None, spark_conf: dict[str, str],
                    report: Callable[[int], None]) -> Rescaler | None:
     """A started Rescaler for a driver pod on Kubernetes (None elsewhere: a local run has no pod)."""
-    pod = own_pod.of_driver(spark_conf, environ)
     if pod is None:
         return None
     try:

@@ -68,7 +68,8 @@ def at_start(app, root: str, base: str, environ: dict[str, str], fence: Fence) -
     try:
         batches = snapshot_batches(source)
     except Refused as exc:
-        raise RestoreRefused(f"{FIELD}: snapshot {source}: {exc}") from exc
+        missing = not files.names(source)
+        raise RestoreRefused(f"{FIELD}: {source}: no snapshot there" if missing else f"{FIELD}: {exc}") from exc
     if todo == "again":
         log.warning("restore from %s: the last one into %s did not finish; restoring again", source, root)
         files.delete_tree(root)
@@ -77,7 +78,7 @@ def at_start(app, root: str, base: str, environ: dict[str, str], fence: Fence) -
     try:
         copied = restore(source, root, besides=frozenset({OWNER_FILE, RESTORING_FILE}))
     except Refused as exc:
-        raise RestoreRefused(f"{FIELD}: snapshot {source}: {exc}") from exc
+        raise RestoreRefused(f"{FIELD}: {exc}") from exc
     files.delete_tree(join(root, RESTORING_FILE))
     log.info("restored %s from %s (%d files): each query resumes after its batch %s", root, source, copied.files,
              dict(sorted(batches.items())))

@@ -30,7 +30,9 @@ from streamapp_runtime.checkpoint.fence import Fence, owner_id
 from streamapp_runtime.checkpoint.record import read_record, write_record
 from streamapp_runtime.compile.compiler import Compiler
 from streamapp_runtime.compile.frame import INTERNAL_PREFIX
-from streamapp_runtime.run import dead_letters, plan_guard, recovery, rescale, stopping, termination
+from streamapp_runtime.run import (
+    dead_letters, own_pod, plan_guard, recovery, rescale, restoring, snapshot_schedule, snapshots, stopping, termination,
+)
 from streamapp_runtime.run.consumer_groups import GroupCommitter, admin_commit
 from streamapp_runtime.run.kafka_wait import admin_client, partition_counts
 from streamapp_runtime.run.listener import ProgressListener
@@ -53,6 +55,7 @@ class Running:
     committer: GroupCommitter | None = None  # each batch's offsets to the query's consumer group
     fence: Fence | None = None  # this driver's ownership of the checkpoint
     rescaler: rescale.Rescaler | None = None  # a driver pod's: follows the executor count on its pod
+    snapshotter: snapshots.Snapshotter | None = None  # takes the snapshots asked for (pod or manifest)
     dead_letter_writer: dead_letters.DeadLetterWriter | None = None  # the sources whose sink queries count bad records
     ended_dry: set[str] = field(default_factory=set)  # available-now queries told to start no new batch
 
@@ -160,6 +163,7 @@ def start(spark, app: StreamApp, settings: Settings, quiet: bool = False, wait_f
     options = plan.kafka_options(app, settings.kafka_override, settings.kafka_env_options)
     owner = Fence(settings.checkpoint_root, owner_id(dict(os.environ)))
     owner.take()
+    restoring.at_start(app, settings.checkpoint_root, settings.app_base, dict(os.environ), owner)
     partitions, state_function = prepare_session(spark, app, settings, options, wait=wait_for_topics, stop=stop_requested)
     plans = plan.query_plans(app, settings.checkpoint_root, settings.console, settings.available_now)
     metrics = Metrics(app.metadata.name, plan.topic_sources(app), {p.name: p.reads for p in plans if p.kind == "dlq"})
@@ -184,9 +188,19 @@ def start(spark, app: StreamApp, settings: Settings, quiet: bool = False, wait_f
     except Exception:
         stop_now(spark, running)
         raise
-    running.rescaler = rescale.for_driver_pod(spark, settings.spark_conf, dict(os.environ),
+    pod = own_pod.of_driver(settings.spark_conf, dict(os.environ))  # a driver pod's: the operator's asks on it
+    running.rescaler = rescale.for_driver_pod(spark, pod, settings.spark_conf,
                                               metrics.executors_target.labels(app.metadata.name).set)
+    running.snapshotter = snapshots.for_driver(app, pod, settings.checkpoint_root, settings.app_base,
+                                               lambda: commits(running), metrics)
     return running
+
+
+def commits(running: Running) -> snapshot_schedule.Commits:
+    """When the app's queries last committed a batch, as the listener saw them."""
+    listener = running.listener
+    return snapshot_schedule.Commits.of(dict(listener.committed_at), listener.queries) if listener is not None \
+        else snapshot_schedule.Commits()
 
 
 def group_committer(app: StreamApp, options: dict[str, str], metrics: Metrics) -> GroupCommitter:
@@ -225,6 +239,9 @@ def stop_now(spark, running: Running) -> None:
     if running.rescaler is not None:
         running.rescaler.stop()
         running.rescaler = None
+    if running.snapshotter is not None:  # a copy under way ends with the session: taken again after a restart
+        running.snapshotter.stop()
+        running.snapshotter = None
     for query in running.queries:
         try:
             query.stop()

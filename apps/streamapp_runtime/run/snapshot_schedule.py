@@ -3,8 +3,8 @@
 The ask comes from the operator (the driver pod's ``contract.ANN_SNAPSHOT``, JSON) or, in a local run,
 from the manifest (``spec.state.snapshotNonce`` and ``snapshots``):
 
-- a nonce the app has no complete snapshot of is taken after the next batch that commits once the
-  nonce was seen (or after ``IDLE_WAIT`` without one: an idle app's last committed batch is its state
+- a nonce the app has no complete snapshot of is taken once every query committed a batch after the
+  nonce was seen (or after ``IDLE_WAIT`` without: an idle query's last committed batch is its state
   now). A driver that restarts finds the snapshot there and does not take it again;
 - ``every``: a periodic snapshot after the first batch committed ``every`` seconds after the newest
   periodic one (after the driver's start when there is none: a restart keeps the schedule);
@@ -41,6 +41,21 @@ class Ask:
     nonce: str | None = None
     every: float | None = None  # seconds
     keep: int = 3
+
+
+@dataclass(frozen=True)
+class Commits:
+    """When the app's queries last committed a batch."""
+
+    newest: float | None = None  # any query's last commit (None: none since the driver started)
+    every_query: float | None = None  # the oldest of each query's last commit (None: one has committed none)
+
+    @staticmethod
+    def of(last: Mapping[str, float], queries: Iterable[str]) -> Commits:
+        """From each query's last commit time."""
+        times = [last.get(query) for query in queries]
+        seen = [t for t in times if t is not None]
+        return Commits(max(seen, default=None), min(seen) if seen and len(seen) == len(times) else None)
 
 
 @dataclass(frozen=True)
@@ -90,24 +105,27 @@ def periodic_time(name: str) -> float | None:
         return None
 
 
-def due(ask: Ask, complete: frozenset[str], now: float, last_commit: float | None, nonce_seen: float,
+def due(ask: Ask, complete: frozenset[str], now: float, commits: Commits, nonce_seen: float,
         periodic_from: float, failed: Mapping[str, Tries]) -> str | None:
     """The name of the snapshot to take now, or None.
 
-    ``complete``: the snapshots of the app that have their ``_snapshot.json``; ``last_commit``: when a
-    batch of the app's queries last committed (None: none since the driver started); ``nonce_seen``:
+    ``complete``: the snapshots of the app that have their ``_snapshot.json``; ``commits``: when its
+    queries last committed a batch; ``nonce_seen``:
     when this driver first saw the asked nonce; ``periodic_from``: the driver's start (the periodic
     snapshots' reference while there is none); ``failed``: the
     failures in a row, by nonce and under ``PERIODIC``."""
-    def committed_after(moment: float) -> bool:
-        return last_commit is not None and last_commit > moment
+    last_commit = commits.newest
+
+    def committed_after(moment: float, by_every_query: bool = False) -> bool:
+        at = commits.every_query if by_every_query else last_commit
+        return at is not None and at > moment
 
     nonce = ask.nonce
     if nonce is not None and nonce not in complete:
         tries = failed.get(nonce)
         if tries is None or tries.count < MAX_TRIES:
             after = nonce_seen if tries is None else tries.at
-            if committed_after(after) or now - after >= IDLE_WAIT:
+            if committed_after(after, by_every_query=True) or now - after >= IDLE_WAIT:
                 return nonce
     if ask.every is None or last_commit is None:
         return None

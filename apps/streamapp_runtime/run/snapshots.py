@@ -20,9 +20,11 @@ from streamapp_api.checkpoint import SNAPSHOTS, join, snapshot_location
 
 from streamapp_runtime.checkpoint import files
 from streamapp_runtime.checkpoint.copying import Refused, copy_committed, snapshot_batches
-from streamapp_runtime.run import own_pod
+from streamapp_runtime.run import own_pod, rescale
 from streamapp_runtime.run.metrics import Metrics
-from streamapp_runtime.run.snapshot_schedule import PERIODIC, Ask, Tries, ask_of_spec, due, expired, parse_ask
+from streamapp_runtime.run.snapshot_schedule import (
+    PERIODIC, Ask, Commits, Tries, ask_of_spec, due, expired, parse_ask,
+)
 
 log = logging.getLogger("streamapp.runtime")
 
@@ -33,12 +35,12 @@ REASON_LIMIT = 200  # characters of a failure's first line in its metric's label
 class Snapshotter:
     """Takes the snapshots the ask makes due, from a thread of its own (``look`` once, for tests)."""
 
-    def __init__(self, ask: Callable[[], Ask | None], root: str, base: str, last_commit: Callable[[], float | None],
+    def __init__(self, ask: Callable[[], Ask | None], root: str, base: str, commits: Callable[[], Commits],
                  metrics: Metrics, poll: float = POLL_SECONDS, every: float | None = None,
                  clock: Callable[[], float] = time.time):
         """``every``: seconds between periodic snapshots in place of the ask's (tests: the API's
         minimum is a minute)."""
-        self.ask, self.root, self.base, self.last_commit = ask, root, base, last_commit
+        self.ask, self.root, self.base, self.commits = ask, root, base, commits
         self.metrics, self.poll, self.every, self.clock = metrics, poll, every, clock
         self.started_at = clock()
         self.nonce: tuple[str, float] | None = None  # the nonce asked, and when this driver first saw it
@@ -67,7 +69,7 @@ class Snapshotter:
             if self.existing is None:
                 self.existing = self._observe()
             complete = frozenset(name for name, done in self.existing.items() if done)
-            name = due(ask, complete, now, self.last_commit(), self.nonce[1] if self.nonce else now,
+            name = due(ask, complete, now, self.commits(), self.nonce[1] if self.nonce else now,
                        self.started_at, self.failed)
         except Exception as exc:  # noqa: BLE001 - a store out of reach: look again at the next poll
             self._warn(f"cannot list the snapshots under {join(self.base, SNAPSHOTS)}: {first_line(exc)}")
@@ -156,24 +158,24 @@ def first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def for_driver(app, root: str, base: str, spark_conf: dict[str, str], environ: dict[str, str],
-               last_commit: Callable[[], float | None], metrics: Metrics) -> Snapshotter | None:
-    """A started Snapshotter: following the ask on the driver pod, or in a local run the manifest's
-    (None when it asks for no snapshot)."""
-    pod = own_pod.of_driver(spark_conf, environ)
+def for_driver(app, pod: own_pod.OwnPod | None, root: str, base: str, commits: Callable[[], Commits],
+               metrics: Metrics) -> Snapshotter | None:
+    """A started Snapshotter: following the ask on the driver pod (the rescaler's reading of it when
+    fresh), or in a local run the manifest's (None when it asks for no snapshot)."""
     if pod is not None:
         log.info("snapshots: following %s on pod %s/%s", contract.ANN_SNAPSHOT, pod.namespace, pod.name)
-        return Snapshotter(lambda: parse_ask(pod.annotations().get(contract.ANN_SNAPSHOT)), root, base, last_commit,
-                           metrics).start()
+        shared_age = rescale.POLL_SECONDS * 1.5
+        return Snapshotter(lambda: parse_ask(pod.annotations(max_age=shared_age).get(contract.ANN_SNAPSHOT)), root,
+                           base, commits, metrics).start()
     ask = ask_of_spec(app.spec.state)
     if ask is None:
         return None
     log.info("snapshots: %s under %s", _described(ask), join(base, SNAPSHOTS))
-    return Snapshotter(lambda: ask, root, base, last_commit, metrics).start()
+    return Snapshotter(lambda: ask, root, base, commits, metrics).start()
 
 
 def _described(ask: Ask) -> str:
-    parts = [f"{ask.nonce!r} after the next committed batch"] if ask.nonce else []
+    parts = [f"{ask.nonce!r} after each query's next committed batch"] if ask.nonce else []
     if ask.every is not None:
         parts.append(f"one every {ask.every:.0f}s, the last {ask.keep} kept")
     return ", ".join(parts)

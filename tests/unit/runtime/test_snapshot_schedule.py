@@ -15,7 +15,7 @@ from streamapp_api.spec import RestoreFrom
 from streamapp_runtime.run import restoring
 from streamapp_runtime.run.settings import Settings, app_base, parent
 from streamapp_runtime.run.snapshot_schedule import (
-    IDLE_WAIT, MAX_TRIES, PERIODIC, Ask, Tries, due, expired, parse_ask, periodic_time,
+    IDLE_WAIT, MAX_TRIES, PERIODIC, Ask, Commits, Tries, due, expired, parse_ask, periodic_time,
 )
 
 pytestmark = pytest.mark.unit
@@ -62,15 +62,25 @@ P0 = periodic_snapshot_name(T0 - 600)  # a periodic snapshot taken ten minutes b
     (HOURLY, {periodic_snapshot_name(T0 + 3601)}, T0 + 3601, T0 + 3600, {}, None),
 ])
 def test_what_is_due(ask, complete, now, last_commit, failed, expected):
-    assert due(ask, frozenset(complete), now, last_commit, nonce_seen=T0, periodic_from=T0, failed=failed) == expected
+    commits = Commits(last_commit, last_commit)
+    assert due(ask, frozenset(complete), now, commits, nonce_seen=T0, periodic_from=T0, failed=failed) == expected
 
 
-def test_a_nonce_asked_later_waits_for_a_commit_after_it_was_seen():
+def test_a_nonce_waits_for_a_commit_of_every_query_after_it_was_seen():
     seen = T0 + 500
-    assert due(NONCE, frozenset(), T0 + 510, T0 + 400, seen, T0, {}) is None
-    assert due(NONCE, frozenset(), T0 + 510, T0 + 505, seen, T0, {}) == "before-upgrade"
-    # a nonce waiting for its commit does not hold up a periodic snapshot that is due
-    assert due(BOTH, frozenset(), T0 + 3660, T0 + 3640, T0 + 3650, T0, {}) == periodic_snapshot_name(T0 + 3660)
+    assert due(NONCE, frozenset(), T0 + 510, Commits(T0 + 400, T0 + 400), seen, T0, {}) is None
+    assert due(NONCE, frozenset(), T0 + 510, Commits(T0 + 505, T0 + 400), seen, T0, {}) is None
+    assert due(NONCE, frozenset(), T0 + 510, Commits(T0 + 508, T0 + 505), seen, T0, {}) == "before-upgrade"
+    # a nonce waiting for its commits does not hold up a periodic snapshot that is due
+    assert due(BOTH, frozenset(), T0 + 3660, Commits(T0 + 3640, T0 + 3640), T0 + 3650, T0, {}) \
+        == periodic_snapshot_name(T0 + 3660)
+
+
+def test_when_the_queries_last_committed():
+    assert Commits.of({}, ["a", "b"]) == Commits(None, None)
+    assert Commits.of({"a": 5.0}, ["a", "b"]) == Commits(5.0, None)
+    assert Commits.of({"a": 5.0, "b": 3.0}, ["a", "b"]) == Commits(5.0, 3.0)
+    assert Commits.of({"a": 5.0, "another-apps": 9.0}, ["a"]) == Commits(5.0, 5.0)
 
 
 def names(*minutes: int) -> list[str]:

@@ -12,7 +12,7 @@ from prometheus_client import generate_latest
 from streamapp_api import contract
 
 from streamapp_runtime.run.metrics import Metrics
-from streamapp_runtime.run.snapshot_schedule import MAX_TRIES, Ask
+from streamapp_runtime.run.snapshot_schedule import MAX_TRIES, Ask, Commits
 from streamapp_runtime.run.snapshots import Snapshotter
 
 pytestmark = pytest.mark.unit
@@ -47,7 +47,7 @@ def test_a_nonce_then_periodic_snapshots_the_oldest_beyond_keep_deleted(tmp_path
     clock, commit = Clock(1_800_000_000.0), {"at": None}
     metrics = Metrics("clicks", {}, {})
     ask = Ask(nonce="before-upgrade", every=3600.0, keep=2)
-    snapshotter = Snapshotter(lambda: ask, str(root), str(base), lambda: commit["at"], metrics, clock=clock)
+    snapshotter = Snapshotter(lambda: ask, str(root), str(base), lambda: Commits(commit["at"], commit["at"]), metrics, clock=clock)
 
     assert snapshotter.look() is None  # no batch committed since the nonce was seen
     commit["at"] = clock.now = clock.now + 5
@@ -70,7 +70,7 @@ def test_a_nonce_then_periodic_snapshots_the_oldest_beyond_keep_deleted(tmp_path
         f'{float(sum(f.stat().st_size for f in (base / "snapshots" / periodic[-1]).rglob("*") if f.is_file()))}']
 
     # a restarted driver: the nonce is there, complete; the schedule goes on from the newest
-    again = Snapshotter(lambda: ask, str(root), str(base), lambda: commit["at"], metrics, clock=clock)
+    again = Snapshotter(lambda: ask, str(root), str(base), lambda: Commits(commit["at"], commit["at"]), metrics, clock=clock)
     commit["at"] = clock.now = clock.now + 60
     assert again.look() is None
 
@@ -81,7 +81,7 @@ def test_a_failure_is_reported_retried_after_the_next_commit_then_given_up(tmp_p
     (base / "snapshots").write_text("not a folder")  # every copy under it fails
     clock, commit = Clock(1_800_000_000.0), {"at": 1_800_000_001.0}
     metrics = Metrics("clicks", {}, {})
-    snapshotter = Snapshotter(lambda: Ask(nonce="n1"), str(root), str(base), lambda: commit["at"], metrics,
+    snapshotter = Snapshotter(lambda: Ask(nonce="n1"), str(root), str(base), lambda: Commits(commit["at"], commit["at"]), metrics,
                               clock=clock)
 
     tried = 0
@@ -96,7 +96,7 @@ def test_a_failure_is_reported_retried_after_the_next_commit_then_given_up(tmp_p
     assert failed.startswith(f'{contract.METRIC_SNAPSHOT_FAILED}{{app="clicks",reason="') and 'snapshot="n1"' in failed
 
     (base / "snapshots").unlink()  # the store is back: a new nonce is taken, and the failure's series is gone
-    later = Snapshotter(lambda: Ask(nonce="n1"), str(root), str(base), lambda: commit["at"], metrics, clock=clock)
+    later = Snapshotter(lambda: Ask(nonce="n1"), str(root), str(base), lambda: Commits(commit["at"], commit["at"]), metrics, clock=clock)
     clock.now += 1
     assert later.look() is None  # this driver saw the nonce now: it waits for a commit
     commit["at"] = clock.now = clock.now + 1
@@ -139,6 +139,18 @@ def test_a_new_generation_is_restored_once_and_a_half_restored_one_again(tmp_pat
     assert not (root / "counts" / "commits" / "4").exists() and not (root / restoring.RESTORING_FILE).exists()
     assert fence.read()["owner"] == "driver-1"
 
-    empty = base / "gen-2"
-    with pytest.raises(restoring.RestoreRefused, match=rf"^spec\.state\.restoreFrom: snapshot {base}/snapshots/s2: "):
-        restoring.at_start(manifest({"snapshot": "s2"}), str(empty), str(base), {}, Fence(str(empty), "driver-2"))
+    empty, second = base / "gen-2", Fence(str(base / "gen-2"), "driver-2")
+    second.take()
+    with pytest.raises(restoring.RestoreRefused, match=rf"^spec\.state\.restoreFrom: {base}/snapshots/s2: no snapshot there$"):
+        restoring.at_start(manifest({"snapshot": "s2"}), str(empty), str(base), {}, second)
+    (base / "snapshots" / "s3" / "counts").mkdir(parents=True)  # a copy that did not finish
+    with pytest.raises(restoring.RestoreRefused, match=rf"^spec\.state\.restoreFrom: {base}/snapshots/s3: no _snapshot.json"):
+        restoring.at_start(manifest({"snapshot": "s3"}), str(empty), str(base), {}, second)
+    assert sorted(p.name for p in empty.iterdir()) == ["_owner.json"]  # nothing restored
+
+
+def test_a_refused_restore_is_the_drivers_last_word_as_a_refusal():
+    from streamapp_runtime.run import restoring, termination
+
+    said = termination.refused([restoring.RestoreRefused("spec.state.restoreFrom: s3a://b/a/snapshots/s1: no snapshot there")])
+    assert said == f"{contract.REFUSED_REASON}: spec.state.restoreFrom: s3a://b/a/snapshots/s1: no snapshot there"
