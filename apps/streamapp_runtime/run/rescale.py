@@ -14,7 +14,6 @@ read through the API: ``own_pod``.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -22,6 +21,7 @@ from streamapp_api import contract
 
 from streamapp_runtime import spark_compat
 from streamapp_runtime.run import own_pod
+from streamapp_runtime.run.poller import Poller
 
 log = logging.getLogger("streamapp.runtime")
 
@@ -60,16 +60,16 @@ def executor_count(annotations: dict[str, str]) -> int | None:
     return int(value) if value.strip().isdigit() else None
 
 
-class Rescaler:
+class Rescaler(Poller):
     """Applies each new target to the Spark context, from a thread of its own."""
+
+    thread_name = "streamapp-rescale"
 
     def __init__(self, spark, target: Callable[[], int | None], applied: int | None,
                  report: Callable[[int], None], poll: float = POLL_SECONDS):
-        self.spark, self.target, self.report, self.poll = spark, target, report, poll
+        super().__init__(poll)
+        self.spark, self.target, self.report = spark, target, report
         self.requested = applied  # the total Spark was asked for (at start: spark.executor.instances)
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._last_error = ""
         if applied is not None:
             report(applied)
 
@@ -95,28 +95,9 @@ class Rescaler:
                 gone = spark_compat.decommission_executors(
                     self.spark, list(todo.decommission), f"rescale in place to {target} executors")
                 log.info("rescale in place: decommissioning executor(s) %s", ", ".join(gone) or "none")
-            self._last_error = ""
+            self._recovered()
         except Exception as exc:  # noqa: BLE001 - py4j: a context stopping, a backend without the call
             self._warn(f"rescale to {target} executors failed: {exc}")
-
-    def _warn(self, message: str) -> None:
-        if message != self._last_error:  # once per distinct trouble, not every poll
-            log.warning("%s", message)
-            self._last_error = message
-
-    def start(self) -> Rescaler:
-        def loop() -> None:
-            while not self._stop.wait(self.poll):
-                self.look()
-
-        self._thread = threading.Thread(target=loop, name="streamapp-rescale", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
 
 
 def for_driver_pod(spark, pod: own_pod.OwnPod | None, spark_conf: dict[str, str],

@@ -11,7 +11,6 @@ which the operator copies into status; a failure too, and it never stops the dri
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 
@@ -22,6 +21,7 @@ from streamapp_runtime.checkpoint import files
 from streamapp_runtime.checkpoint.copying import Refused, copy_committed, snapshot_batches
 from streamapp_runtime.run import own_pod, rescale
 from streamapp_runtime.run.metrics import Metrics
+from streamapp_runtime.run.poller import Poller
 from streamapp_runtime.run.snapshot_schedule import (
     PERIODIC, Ask, Commits, Tries, ask_of_spec, due, expired, parse_ask,
 )
@@ -32,23 +32,23 @@ POLL_SECONDS = 5.0
 REASON_LIMIT = 200  # characters of a failure's first line in its metric's label
 
 
-class Snapshotter:
+class Snapshotter(Poller):
     """Takes the snapshots the ask makes due, from a thread of its own (``look`` once, for tests)."""
+
+    thread_name = "streamapp-snapshots"
 
     def __init__(self, ask: Callable[[], Ask | None], root: str, base: str, commits: Callable[[], Commits],
                  metrics: Metrics, poll: float = POLL_SECONDS, every: float | None = None,
                  clock: Callable[[], float] = time.time):
         """``every``: seconds between periodic snapshots in place of the ask's (tests: the API's
         minimum is a minute)."""
+        super().__init__(poll)
         self.ask, self.root, self.base, self.commits = ask, root, base, commits
-        self.metrics, self.poll, self.every, self.clock = metrics, poll, every, clock
+        self.metrics, self.every, self.clock = metrics, every, clock
         self.started_at = clock()
         self.nonce: tuple[str, float] | None = None  # the nonce asked, and when this driver first saw it
         self.existing: dict[str, bool] | None = None  # snapshot name -> complete; read at the first ask
         self.failed: dict[str, Tries] = {}
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._last_warning = ""
 
     def look(self) -> str | None:
         """Read the ask, take the snapshot due if any (and delete the periodic ones beyond ``keep``):
@@ -123,25 +123,6 @@ class Snapshotter:
                 continue
             existing.pop(name, None)
             log.info("snapshot %s deleted (snapshots.keep %d)", name, ask.keep)
-
-    def _warn(self, message: str) -> None:
-        if message != self._last_warning:  # once per distinct trouble, not every poll
-            log.warning("%s", message)
-            self._last_warning = message
-
-    def start(self) -> Snapshotter:
-        def loop() -> None:
-            while not self._stop.wait(self.poll):
-                self.look()
-
-        self._thread = threading.Thread(target=loop, name="streamapp-snapshots", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
 
 
 def _complete(location: str) -> bool:
