@@ -22,18 +22,10 @@ from streamapp_runtime.run import http_server
 from streamapp_runtime.run.metrics import Metrics
 from streamapp_testbed.kafka_admin import create_topic
 
-from streamapp_testkit.operator_bed import simple_app, unique
+from streamapp_testkit.operator_bed import simple_app, started_app as started, unique
 from streamapp_testbed.waiting import NotYet, wait_for
 
 pytestmark = pytest.mark.integration
-
-
-def started(cluster, kafka, name: str, **spec) -> dict:
-    topic = unique("lines")
-    create_topic(kafka.bootstrap, topic, partitions=1)
-    cluster.pv_for(name)
-    cluster.apply(simple_app(name, cluster.namespace, kafka.bootstrap, topic, **spec))
-    return wait_for(f"a running driver of {name}", lambda: cluster.running_driver(name), timeout=120)
 
 
 def touched(cluster, name: str, check):

@@ -9,7 +9,6 @@ serving what the runtime exports: records waiting in a query's input, and the ti
 from __future__ import annotations
 
 import http.server
-import socketserver
 import threading
 import time
 from contextlib import contextmanager
@@ -18,21 +17,12 @@ import pytest
 
 from streamapp_api import contract
 from streamapp_operator import names
-from streamapp_testbed.kafka_admin import create_topic
 
-from streamapp_testkit.operator_bed import simple_app, unique
+from streamapp_runtime.run.http_server import NamelessServer
+from streamapp_testkit.operator_bed import started_app as started
 from streamapp_testbed.waiting import NotYet, wait_for
 
 pytestmark = pytest.mark.integration
-
-
-class QuietServer(http.server.ThreadingHTTPServer):
-    """http.server names itself by a reverse DNS lookup of its address (socket.getfqdn): for a pod
-    address that is a query to the machine's resolver, off this machine, which fails the test run (its network guard)."""
-
-    def server_bind(self) -> None:
-        socketserver.TCPServer.server_bind(self)
-        self.server_name, self.server_port = str(self.server_address[0]), int(self.server_address[1])
 
 
 @contextmanager
@@ -53,7 +43,7 @@ def driver_metrics(pod: dict, app: str, last_batch):
         def log_message(self, *_) -> None:
             pass
 
-    server = QuietServer((pod["status"]["podIP"], names.METRICS_PORT), Handler)
+    server = NamelessServer((pod["status"]["podIP"], names.METRICS_PORT), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -61,14 +51,6 @@ def driver_metrics(pod: dict, app: str, last_batch):
     finally:
         server.shutdown()
         server.server_close()
-
-
-def started(cluster, kafka, name: str, **spec) -> dict:
-    topic = unique("lines")
-    create_topic(kafka.bootstrap, topic, partitions=1)
-    cluster.pv_for(name)
-    cluster.apply(simple_app(name, cluster.namespace, kafka.bootstrap, topic, **spec))
-    return wait_for(f"a running driver of {name}", lambda: cluster.running_driver(name), timeout=120)
 
 
 def touched(cluster, *apps: str):

@@ -15,6 +15,7 @@ from pathlib import Path
 import yaml
 
 from streamapp_api import contract
+from streamapp_testbed.kafka_admin import create_topic
 from streamapp_testbed.paths import REPO_DIR
 from streamapp_testbed.process import ManagedProcess, free_port
 from streamapp_testbed.waiting import wait_for
@@ -218,3 +219,12 @@ def simple_app(name: str, namespace: str, bootstrap: str, topic: str, **spec) ->
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def started_app(cluster, kafka, name: str, **spec) -> dict:
+    """``simple_app`` on a topic of its own, applied on the test bed: its running driver pod."""
+    topic = unique("lines")
+    create_topic(kafka.bootstrap, topic, partitions=1)
+    cluster.pv_for(name)
+    cluster.apply(simple_app(name, cluster.namespace, kafka.bootstrap, topic, **spec))
+    return wait_for(f"a running driver of {name}", lambda: cluster.running_driver(name), timeout=120)

@@ -14,7 +14,9 @@ from streamapp_api.contract import HEALTH_PATH, METRICS_PATH
 from streamapp_runtime.run.metrics import Metrics
 
 
-class _Server(ThreadingHTTPServer):
+class NamelessServer(ThreadingHTTPServer):
+    """A ThreadingHTTPServer that asks no DNS for its own name."""
+
     daemon_threads = True
 
     def server_bind(self) -> None:
@@ -43,6 +45,6 @@ def serve(metrics: Metrics, port: int, health: Callable[[], tuple[bool, str]], h
         def log_message(self, *args) -> None:
             pass
 
-    server = _Server((host, port), Handler)
+    server = NamelessServer((host, port), Handler)
     threading.Thread(target=server.serve_forever, name="streamapp-metrics", daemon=True).start()
     return server

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from streamapp_api.base import NAME_PATTERN
 from streamapp_api.checkpoint import periodic_snapshot_name
 from streamapp_api.durations import parse_duration
+from streamapp_api.spec import SNAPSHOT_EVERY_MIN_SECONDS
 
 MAX_TRIES = 3
 IDLE_WAIT = 60.0  # seconds an asked nonce waits for a commit before the last committed batch is taken
@@ -77,8 +78,10 @@ def parse_ask(text: str | None) -> Ask | None:
     nonce, every, keep = found.get("nonce"), found.get("every"), found.get("keep", 3)
     if nonce is not None and not (isinstance(nonce, str) and _NAME.match(nonce)):
         raise ValueError(f"snapshot ask: nonce {str(nonce)[:100]!r} is not a snapshot name ({NAME_PATTERN})")
-    if every is not None and (isinstance(every, bool) or not isinstance(every, int | float) or every <= 0):
-        raise ValueError(f"snapshot ask: every {str(every)[:100]!r} is not a positive number of seconds")
+    if every is not None and (isinstance(every, bool) or not isinstance(every, int | float)
+                              or every < SNAPSHOT_EVERY_MIN_SECONDS):
+        raise ValueError(f"snapshot ask: every {str(every)[:100]!r} is not a number of seconds of at least "
+                         f"{SNAPSHOT_EVERY_MIN_SECONDS} (spec.state.snapshots.every's minimum)")
     if isinstance(keep, bool) or not isinstance(keep, int) or not 1 <= keep <= 100:
         raise ValueError(f"snapshot ask: keep {str(keep)[:100]!r} is not a count from 1 to 100")
     return Ask(nonce, None if every is None else float(every), keep)
