@@ -74,6 +74,12 @@ METRIC_SNAPSHOT_FAILED = "streamapp_snapshot_failed_timestamp_seconds"
 # Where a driver restores a new state generation from: set by the operator (which resolves
 # spec.state.restoreFrom, another app's too) on the driver pod; a local run resolves its own.
 ENV_RESTORE_FROM = "STREAMAPP_RESTORE_FROM"
+# With it, a restore that replaces a generation's checkpoint (a rollback: the state the failed spec wrote
+# goes): the generation is restored from ENV_RESTORE_FROM even though it holds a checkpoint, unless that
+# checkpoint was restored under this id already (a later driver of the rollback). The id is recorded in
+# the generation's RESTORED_FILE.
+ENV_RESTORE_ID = "STREAMAPP_RESTORE_ID"
+RESTORED_FILE = "_restored.json"
 
 
 # --- metrics and health, served by the driver -----------------------------------------------------

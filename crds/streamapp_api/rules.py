@@ -25,7 +25,8 @@ from .pods import placement_issues
 from .sinks import ONE_TARGET_MESSAGE
 from .sources import KAFKA_OPTION_HINTS, SCHEMA_TYPE_HELP, SPARK_MANAGED_KAFKA_OPTIONS, Source, SparkTypeError, Table, parse_spark_type
 from .spec import (
-    APP_NAME_HELP, APP_NAME_PATTERN, RESTORE_WITHOUT_RESET, SNAPSHOT_EVERY_MESSAGE, SNAPSHOT_EVERY_MIN_SECONDS, StreamApp,
+    APP_NAME_HELP, APP_NAME_PATTERN, HEALTH_WINDOW_MESSAGE, HEALTH_WINDOW_MIN_SECONDS, RESTORE_WITHOUT_RESET,
+    SNAPSHOT_EVERY_MESSAGE, SNAPSHOT_EVERY_MIN_SECONDS, StreamApp,
 )
 from .steps import SHUFFLING_STEPS, STEP_KEYS, Join, Step, Window
 
@@ -230,6 +231,9 @@ def _check_snapshots(app: StreamApp) -> Iterator[Issue]:
     schedule = app.spec.state.snapshots
     if schedule is not None and parse_duration(schedule.every).total_seconds() < SNAPSHOT_EVERY_MIN_SECONDS:
         yield Issue("spec.state.snapshots.every", f"{schedule.every}: {SNAPSHOT_EVERY_MESSAGE}")
+    window = app.spec.upgrade.health_window
+    if parse_duration(window).total_seconds() < HEALTH_WINDOW_MIN_SECONDS:  # the twin of Upgrade's CEL rule
+        yield Issue("spec.upgrade.healthWindow", f"{window}: {HEALTH_WINDOW_MESSAGE}")
 
 
 def check_change(old_spec: object, new_spec: object) -> list[Issue]:

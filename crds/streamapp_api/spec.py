@@ -147,6 +147,32 @@ class State(ApiModel):
     )
 
 
+HEALTH_WINDOW_MIN_SECONDS = 10
+HEALTH_WINDOW_MESSAGE = "healthWindow must be at least 10s"
+
+
+class Upgrade(ApiModel):
+    """What the operator does around a spec change that restarts the driver or resets state: a snapshot
+    first, and, if asked, a rollback when the changed app does not become healthy."""
+
+    model_config = api_config(
+        cel(f"{cel_millis('self.healthWindow')} >= {HEALTH_WINDOW_MIN_SECONDS * 1000}", HEALTH_WINDOW_MESSAGE,
+            field_path=".healthWindow"),
+    )
+
+    snapshot: bool = Field(default=True, description="Before stopping a Ready driver for such a change, ask it for a "
+                           "snapshot named pre-<generation>-<uid prefix> and restart once it is taken (at most two "
+                           "trigger intervals plus 5m). These count against snapshots.keep.")
+    rollback: bool = Field(default=False, description="Roll a changed app that does not become healthy within "
+                           "healthWindow back to its last stable spec, restored from the snapshot taken before the "
+                           "change. The resource keeps the spec you applied; status.upgrade.rollback says what "
+                           "failed. Off by default: a rollback re-emits the output of the batches after the snapshot "
+                           "and runs a spec other than the one applied.")
+    health_window: Duration = Field(default="5m", description="A changed app is healthy, and its spec stable, once its "
+                                    "driver has been Ready this long with no failure since the change (at least 10s).")
+
+
+ScalingMode = Literal["partitions", "load", "manual"]
 ScalingMode = Literal["partitions", "load", "manual"]
 
 
@@ -391,6 +417,9 @@ class StreamAppSpec(ApiModel):
     )
     restart_policy: Annotated[RestartPolicy, IGNORE] = Field(
         default_factory=RestartPolicy, description=RestartPolicy.__doc__, json_schema_extra={"default": {}}
+    )
+    upgrade: Annotated[Upgrade, IGNORE] = Field(
+        default_factory=Upgrade, description=Upgrade.__doc__, json_schema_extra={"default": {}}
     )
     suspend: Annotated[bool, IGNORE] = Field(  # suspend and resume are decided on their own
         default=False,

@@ -96,14 +96,56 @@ class StateStatus(ApiModel):
         "generation (also once the other app is gone).")
 
 
+class UpgradeWatch(ApiModel):
+    """The change whose driver is being watched until it is healthy (spec.upgrade.healthWindow)."""
+
+    generation: int = Field(ge=0, description="The spec generation changed to.")
+    started_at: str = Field(description="When its driver was restarted for it (RFC 3339).",
+                            json_schema_extra={"format": "date-time"})
+    snapshot: str | None = Field(default=None, max_length=63, description="The snapshot taken just before the "
+                                 "change, when one was (spec.upgrade.snapshot).")
+
+
+class PreSnapshot(ApiModel):
+    """A snapshot asked of the running driver before a restart for a spec change."""
+
+    name: str = Field(max_length=63, description="pre-<generation>-<uid prefix>.")
+    asked_at: str = Field(description="When it was asked for (RFC 3339).", json_schema_extra={"format": "date-time"})
+
+
+class RollbackStatus(ApiModel):
+    """The last rollback: the change that did not become healthy, and the spec the app went back to."""
+
+    generation: int = Field(ge=0, description="The spec generation that failed: the app runs the last stable spec "
+                            "until the spec changes again.")
+    to_generation: int = Field(ge=0, description="The generation of the stable spec the app went back to.")
+    time: str = Field(description="When it was rolled back (RFC 3339).", json_schema_extra={"format": "date-time"})
+    reason: str = Field(max_length=1024, description="Why the change was taken as failed.")
+    snapshot: str | None = Field(default=None, max_length=63, description="The snapshot the state was restored "
+                                 "from (none: the stable spec's own checkpoint was kept, as after a reset).")
+    failed_spec: str = Field(max_length=262144, description="The spec that failed, as JSON, for inspection.")
+
+
+class UpgradeStatus(ApiModel):
+    """Spec changes that restart the driver: the last stable spec, the change being watched, the last rollback."""
+
+    last_stable_generation: int | None = Field(default=None, ge=0, description="The generation whose spec ran "
+                                               "healthy for spec.upgrade.healthWindow most recently.")
+    last_stable_spec: str | None = Field(default=None, max_length=262144, description="That spec, as JSON: what a "
+                                         "rollback goes back to.")
+    watching: UpgradeWatch | None = Field(default=None, description=UpgradeWatch.__doc__)
+    pre_snapshot: PreSnapshot | None = Field(default=None, description=PreSnapshot.__doc__)
+    rollback: RollbackStatus | None = Field(default=None, description=RollbackStatus.__doc__)
+
+
 class LastRestart(ApiModel):
     """The operator's last decision to start a new driver in place of the old one."""
 
     time: str = Field(description="When the restart was decided (RFC 3339).", json_schema_extra={"format": "date-time"})
     reason: str = Field(
         max_length=63, description="DriverFailed, DriverDeleted, NodeLost or Stalled (counted in restarts); Rescale, "
-        "RescaleFallback (a rescale in place the driver did not apply) or SpecChange (a planned, graceful "
-        "restart, not counted).",
+        "RescaleFallback (a rescale in place the driver did not apply), SpecChange (a planned, graceful "
+        "restart, not counted) or RolledBack (spec.upgrade.rollback: back to the last stable spec).",
     )
     exit_code: int | None = Field(default=None, description="Exit code of the old driver container, when known.")
     message: str | None = Field(
@@ -185,13 +227,15 @@ class StreamAppStatus(ApiModel):
         "runs: the app's Ingress, else the Service <app>-ui inside the cluster (kubectl port-forward "
         "svc/<app>-ui 4040 from outside); unset while the app's UI is off (docs/operator.md, 'Spark UI').")
     state: StateStatus | None = Field(default=None, description=StateStatus.__doc__)
+    upgrade: UpgradeStatus | None = Field(default=None, description=UpgradeStatus.__doc__)
     sinks: list[SinkStatus] | None = Field(
         default=None, max_length=64, description="Per-sink query progress.",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
     )
     conditions: list[Condition] | None = Field(
         default=None, max_length=32, description="Standard conditions: Ready, Progressing, Degraded, SpecValid, "
-        "Scaling (executor pods waiting for a node: reason ExecutorsPending), and Paused (the "
-        "streamapp.io/pause-reconciliation annotation: reason ReconciliationPaused).",
+        "Scaling (executor pods waiting for a node: reason ExecutorsPending), Paused (the "
+        "streamapp.io/pause-reconciliation annotation: reason ReconciliationPaused) and RolledBack (the applied "
+        "spec did not become healthy: the app runs its last stable spec).",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     )
