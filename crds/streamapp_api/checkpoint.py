@@ -77,6 +77,13 @@ def periodic_snapshot_name(taken_at_epoch: float) -> str:
     return "every-" + time.strftime("%Y%m%d-%H%M%S", time.gmtime(taken_at_epoch))
 
 
+def pre_change_snapshot_name(generation: int, asked_at_epoch: float) -> str:
+    """The name of the snapshot the operator asks for before a spec change restarts the driver: the
+    generation changed to and the time asked (unique across a re-created app; retention counts these with
+    the periodic ones by that time, and keeps the newest, which a rollback restores)."""
+    return f"pre-{generation}-" + time.strftime("%Y%m%d-%H%M%S", time.gmtime(asked_at_epoch))
+
+
 def query_checkpoint(root: str, query: str) -> str:
     """Where one query keeps its offsets, commits and state, under the app's checkpoint root."""
     return join(root, query)

@@ -161,8 +161,8 @@ class Upgrade(ApiModel):
     )
 
     snapshot: bool = Field(default=True, description="Before stopping a Ready driver for such a change, ask it for a "
-                           "snapshot named pre-<generation>-<uid prefix> and restart once it is taken (at most two "
-                           "trigger intervals plus 5m). These count against snapshots.keep.")
+                           "snapshot named pre-<generation>-<time> and restart once it is taken (at most two "
+                           "trigger intervals plus 5m). These count against snapshots.keep; the newest is kept.")
     rollback: bool = Field(default=False, description="Roll a changed app that does not become healthy within "
                            "healthWindow back to its last stable spec, restored from the snapshot taken before the "
                            "change. The resource keeps the spec you applied; status.upgrade.rollback says what "

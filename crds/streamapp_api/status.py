@@ -109,7 +109,7 @@ class UpgradeWatch(ApiModel):
 class PreSnapshot(ApiModel):
     """A snapshot asked of the running driver before a restart for a spec change."""
 
-    name: str = Field(max_length=63, description="pre-<generation>-<uid prefix>.")
+    name: str = Field(max_length=63, description="pre-<generation>-<time asked>.")
     asked_at: str = Field(description="When it was asked for (RFC 3339).", json_schema_extra={"format": "date-time"})
 
 
