@@ -5,8 +5,12 @@ Where from: ``contract.ENV_RESTORE_FROM`` (the operator resolves ``spec.state.re
 app's snapshot too), else this app's own ``spec.state.restoreFrom`` under its base. What to do
 (``step``): a generation root that holds nothing yet is restored into (``checkpoint.copying.restore``,
 as ``streamapp restore`` does); one that holds a checkpoint was restored before and has run on since,
-and is left as it is. ``RESTORING_FILE`` is in the root while the copy runs: a driver that died during
-it leaves it behind, and the next start deletes the half-copied root and restores again.
+and is left as it is. With ``contract.ENV_RESTORE_ID`` (a rollback: the operator restores the
+generation the failed spec ran on) a checkpoint is replaced, unless the root's
+``contract.RESTORED_FILE`` records that id: it was restored under it already, and a later driver of
+the rollback goes on from there. Every restore writes that file (where from, which id); a snapshot
+does not copy it. ``RESTORING_FILE`` is in the root while the copy runs: a driver that died during it
+leaves it behind, and the next start deletes the half-copied root and restores again.
 """
 
 from __future__ import annotations
@@ -45,40 +49,65 @@ def location(restore_from, app_name: str, base: str, environ: dict[str, str]) ->
     return snapshot_location(base, restore_from.snapshot)
 
 
-def step(root_names: list[str]) -> Literal["restore", "again", "skip"]:
+def step(root_names: list[str], restore_id: str | None = None,
+         restored_id: str | None = None) -> Literal["restore", "again", "replace", "skip"]:
     """From what the generation root holds: restore into it, delete a half-restored one and restore
-    again, or leave a checkpoint that ran on since it was restored. Pure."""
-    held = set(root_names) - {OWNER_FILE}
+    again, replace a checkpoint not restored under ``restore_id`` (the id asked, None: none), or leave
+    one that ran on since it was restored. ``restored_id``: the id its ``RESTORED_FILE`` records. Pure."""
+    held = set(root_names) - {OWNER_FILE, contract.RESTORED_FILE}
     if not held:
         return "restore"
-    return "again" if RESTORING_FILE in held else "skip"
+    if RESTORING_FILE in held:
+        return "again"
+    return "replace" if restore_id is not None and restore_id != restored_id else "skip"
+
+
+def recorded_id(text: str | None) -> str | None:
+    """The id a ``RESTORED_FILE`` records (None: none, or unreadable: a rollback then replaces the
+    checkpoint rather than run on state it cannot tell the origin of)."""
+    try:
+        found = json.loads(text or "null")
+    except ValueError:
+        return None
+    restore_id = found.get("id") if isinstance(found, dict) else None
+    return restore_id if isinstance(restore_id, str) else None
 
 
 def at_start(app, root: str, base: str, environ: dict[str, str], fence: Fence) -> None:
     """Restore the generation at ``root`` from the snapshot ``app`` (or the operator) names, when it
-    holds no checkpoint yet. RestoreRefused when the snapshot is missing or incomplete."""
+    holds no checkpoint yet, or replace its checkpoint when a restore id asks to. RestoreRefused when
+    the snapshot is missing or incomplete (the checkpoint is then left as it is)."""
     source = location(app.spec.state.restore_from, app.metadata.name, base, environ)
     if source is None:
         return
-    todo = step(files.names(root))
+    restore_id = environ.get(contract.ENV_RESTORE_ID) or None
+    held = files.names(root)
+    restored = join(root, contract.RESTORED_FILE)
+    recorded = recorded_id(files.read_text(restored)) if restore_id and contract.RESTORED_FILE in held else None
+    todo = step(held, restore_id, recorded)
     if todo == "skip":
         log.info("restore from %s: skipped, checkpoint %s holds this generation's checkpoint already (restored "
-                 "before, and run on since)", source, root)
+                 "before%s, and run on since)", source, root, f" under id {restore_id}" if restore_id else "")
         return
     try:
         batches = snapshot_batches(source)
     except Refused as exc:
         missing = not files.names(source)
         raise RestoreRefused(f"{FIELD}: {source}: no snapshot there" if missing else f"{FIELD}: {exc}") from exc
-    if todo == "again":
+    if todo == "replace":
+        log.warning("restore id %s: replacing checkpoint %s with snapshot %s", restore_id, root, source)
+    elif todo == "again":
         log.warning("restore from %s: the last one into %s did not finish; restoring again", source, root)
+    if todo in ("again", "replace"):
         files.delete_tree(root)
         fence.take()
     files.write_text(join(root, RESTORING_FILE), json.dumps({"from": source}) + "\n")
     try:
-        copied = restore(source, root, besides=frozenset({OWNER_FILE, RESTORING_FILE}))
+        copied = restore(source, root, besides=frozenset({OWNER_FILE, RESTORING_FILE, contract.RESTORED_FILE}))
     except Refused as exc:
         raise RestoreRefused(f"{FIELD}: {exc}") from exc
+    # written before the marker goes: a driver that dies between the two restores again
+    files.write_text(restored, json.dumps({"from": source, "id": restore_id}) + "\n")
     files.delete_tree(join(root, RESTORING_FILE))
     log.info("restored %s from %s (%d files): each query resumes after its batch %s", root, source, copied.files,
              dict(sorted(batches.items())))

@@ -10,8 +10,10 @@ from the manifest (``spec.state.snapshotNonce`` and ``snapshots``):
   periodic one (after the driver's start when there is none: a restart keeps the schedule);
 - a snapshot that failed is tried again after the next committed batch, ``MAX_TRIES`` times in all:
   then a nonce is given up (until a new one), the periodic ones wait a whole ``every``;
-- after each, the periodic snapshots beyond ``keep`` are deleted, oldest first (their names sort like
-  their times); a nonce's never.
+- after each, the periodic snapshots and those the operator asks for before a change that restarts
+  the driver (``checkpoint.pre_change_snapshot_name``) beyond ``keep`` are deleted, oldest first by
+  the time their names hold; never the newest pre-change one (a rollback restores it), nor a nonce
+  named otherwise.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ MAX_TRIES = 3
 IDLE_WAIT = 60.0  # seconds an asked nonce waits for a commit before the last committed batch is taken
 PERIODIC = "every"  # the key of the periodic snapshots' failures (each has a name of its own)
 _PERIODIC_NAME = re.compile(r"^every-(\d{8}-\d{6})$")
+_PRE_CHANGE_NAME = re.compile(r"^pre-\d+-(\d{8}-\d{6})$")
 _NAME = re.compile(NAME_PATTERN)
 
 
@@ -99,7 +102,16 @@ def ask_of_spec(state) -> Ask | None:
 def periodic_time(name: str) -> float | None:
     """The time a periodic snapshot's name holds (``checkpoint.periodic_snapshot_name``); None for
     any other name."""
-    match = _PERIODIC_NAME.match(name)
+    return _name_time(_PERIODIC_NAME.match(name))
+
+
+def pre_change_time(name: str) -> float | None:
+    """The time a pre-change snapshot's name holds (``checkpoint.pre_change_snapshot_name``); None for
+    any other name."""
+    return _name_time(_PRE_CHANGE_NAME.match(name))
+
+
+def _name_time(match: re.Match[str] | None) -> float | None:
     if match is None:
         return None
     try:
@@ -147,11 +159,18 @@ def due(ask: Ask, complete: frozenset[str], now: float, commits: Commits, nonce_
 
 
 def expired(complete: Iterable[str], incomplete: Iterable[str], keep: int, keep_also: str | None = None) -> list[str]:
-    """The periodic snapshots to delete, oldest first: the complete ones beyond the newest ``keep``,
-    and those whose copy did not finish. Never a nonce's (nor ``keep_also``, the nonce asked now,
-    should it look like a periodic name)."""
-    def periodic(names: Iterable[str]) -> list[str]:
-        return sorted(n for n in names if periodic_time(n) is not None and n != keep_also)
+    """The snapshots retention deletes, oldest first: of the periodic and pre-change ones, the complete
+    ones beyond the newest ``keep`` (but never the newest pre-change one) and those whose copy did not
+    finish. Never another nonce's, nor ``keep_also``, the nonce asked now."""
+    def by_time(names: Iterable[str]) -> list[str]:
+        timed = ((_retained_time(n), n) for n in names if n != keep_also)
+        return [n for t, n in sorted((t, n) for t, n in timed if t is not None)]
 
-    done = periodic(complete)
-    return sorted(periodic(incomplete) + done[:max(0, len(done) - keep)])
+    done = by_time(complete)
+    newest_pre = [n for n in done if pre_change_time(n) is not None][-1:]
+    return by_time([*incomplete, *(set(done[:max(0, len(done) - keep)]) - set(newest_pre))])
+
+
+def _retained_time(name: str) -> float | None:
+    at = periodic_time(name)
+    return at if at is not None else pre_change_time(name)

@@ -1,6 +1,6 @@
 """Snapshots taken by the running driver: a named one when the operator (or a local run's manifest)
-asks with a new nonce, periodic ones, and the retention of those (``snapshot_schedule`` decides what
-is due). A thread of its own looks every ``POLL_SECONDS``: it reads the ask (the driver pod's
+asks with a new nonce, periodic ones, and the retention of those and of the operator's pre-change ones
+(``snapshot_schedule`` decides what is due). A thread of its own looks every ``POLL_SECONDS``: it reads the ask (the driver pod's
 ``contract.ANN_SNAPSHOT`` through ``own_pod``, else the manifest), and when a snapshot is due copies
 the generation's checkpoint, each query at its last committed batch (``checkpoint.copying``, as
 ``streamapp snapshot`` does; ``_snapshot.json`` last), to ``<base>/snapshots/<name>``. One at a time;
@@ -51,8 +51,8 @@ class Snapshotter(Poller):
         self.failed: dict[str, Tries] = {}
 
     def look(self) -> str | None:
-        """Read the ask, take the snapshot due if any (and delete the periodic ones beyond ``keep``):
-        the name of the one it tried (taken or failed), else None. Never raises."""
+        """Read the ask, take the snapshot due if any (and delete the periodic and pre-change ones beyond
+        ``keep``): the name of the one it tried (taken or failed), else None. Never raises."""
         try:
             ask = self.ask()
         except (OSError, ValueError) as exc:  # the API out of reach, a bad annotation

@@ -9,13 +9,13 @@ import calendar
 import pytest
 
 from streamapp_api import contract
-from streamapp_api.checkpoint import periodic_snapshot_name
+from streamapp_api.checkpoint import periodic_snapshot_name, pre_change_snapshot_name
 from streamapp_api.spec import RestoreFrom
 
 from streamapp_runtime.run import restoring
 from streamapp_runtime.run.settings import Settings, app_base, parent
 from streamapp_runtime.run.snapshot_schedule import (
-    IDLE_WAIT, MAX_TRIES, PERIODIC, Ask, Commits, Tries, due, expired, parse_ask, periodic_time,
+    IDLE_WAIT, MAX_TRIES, PERIODIC, Ask, Commits, Tries, due, expired, parse_ask, periodic_time, pre_change_time,
 )
 
 pytestmark = pytest.mark.unit
@@ -87,6 +87,10 @@ def names(*minutes: int) -> list[str]:
     return [periodic_snapshot_name(T0 + 60 * m) for m in minutes]
 
 
+def pres(*minute_generations: tuple[int, int]) -> list[str]:
+    return [pre_change_snapshot_name(generation, T0 + 60 * m) for m, generation in minute_generations]
+
+
 @pytest.mark.parametrize("complete, incomplete, keep, keep_also, expected", [
     (names(1, 2, 3), [], 2, None, names(1)),
     (names(3, 1, 2, 4), [], 2, None, names(1, 2)),  # oldest first, whatever the listing's order
@@ -99,13 +103,29 @@ def names(*minutes: int) -> list[str]:
     (names(5), ["before-upgrade"], 1, None, []),
     # a nonce named like a periodic snapshot is kept while it is the one asked for
     (names(1, 2, 3), [], 1, names(1)[0], names(2)),
+    # pre-change snapshots count with the periodic ones, by the time their names hold
+    ([*names(1, 3, 5), *pres((2, 7), (4, 8))], [], 3, None, [*names(1), *pres((2, 7))]),
+    ([*pres((1, 7), (2, 8), (3, 9))], [], 2, None, pres((1, 7))),
+    # the newest pre-change one is kept beyond keep: a rollback restores it
+    ([*pres((1, 7)), *names(2, 3, 4)], [], 2, None, names(2)),
+    ([*pres((1, 7), (2, 8)), *names(3, 4)], [], 1, None, [*pres((1, 7)), *names(3)]),
+    # ... as is the one asked now, and one whose copy did not finish goes
+    (names(1, 2), pres((3, 7)), 1, pres((3, 7))[0], names(1)),
+    (names(1, 2), pres((3, 7)), 2, None, pres((3, 7))),
+    # a nonce the user named is neither: untouched, not counted
+    ([*names(1, 2), "pre-7", "pre-7-x", "pre-upgrade-20261127-060000", "every-day"], [], 1, None, names(1)),
 ])
-def test_retention_deletes_the_oldest_periodic_snapshots_beyond_keep(complete, incomplete, keep, keep_also, expected):
+def test_retention_deletes_the_oldest_periodic_and_pre_change_snapshots_beyond_keep(complete, incomplete, keep, keep_also,
+                                                                                     expected):
     assert expired(complete, incomplete, keep, keep_also) == expected
 
 
-def test_a_periodic_name_reads_back_as_its_time():
+def test_a_periodic_or_pre_change_name_reads_back_as_its_time():
     assert periodic_time(periodic_snapshot_name(T0 + 61.7)) == T0 + 61
+    assert pre_change_time(pre_change_snapshot_name(12, T0 + 61.7)) == T0 + 61
+    assert periodic_time(pre_change_snapshot_name(12, T0)) is None and pre_change_time(periodic_snapshot_name(T0)) is None
+    assert pre_change_time("pre-12") is None
+    assert pre_change_time("pre-12-20261399-000000") is None
     assert periodic_time("before-upgrade") is None
     assert periodic_time("every-20261399-000000") is None
     assert periodic_time("every-20261127-060000-x") is None
@@ -160,15 +180,45 @@ def test_a_local_run_without_a_root_has_a_base_of_its_own(tmp_path, monkeypatch)
     assert parent("ckpt") == str(tmp_path)
 
 
-@pytest.mark.parametrize("root_names, expected", [
-    ([], "restore"),
-    (["_owner.json"], "restore"),
-    (["_owner.json", "streamapp.json", "counts"], "skip"),
-    (["counts"], "skip"),
-    (["_owner.json", restoring.RESTORING_FILE, "counts"], "again"),
+RESTORED = contract.RESTORED_FILE
+CHECKPOINT = ["_owner.json", "streamapp.json", "counts"]
+
+
+@pytest.mark.parametrize("root_names, restore_id, restored_id, expected", [
+    ([], None, None, "restore"),
+    (["_owner.json"], None, None, "restore"),
+    (CHECKPOINT, None, None, "skip"),
+    (["counts"], None, None, "skip"),
+    ([*CHECKPOINT, RESTORED], None, None, "skip"),
+    (["_owner.json", restoring.RESTORING_FILE, "counts"], None, None, "again"),
+    # the restore record alone is no checkpoint
+    (["_owner.json", RESTORED], None, None, "restore"),
+    (["_owner.json", RESTORED], "rollback-7", None, "restore"),
+    # a rollback replaces the checkpoint the failed spec ran on ...
+    (CHECKPOINT, "rollback-7", None, "replace"),
+    ([*CHECKPOINT, RESTORED], "rollback-7", None, "replace"),  # restored before, from restoreFrom
+    ([*CHECKPOINT, RESTORED], "rollback-7", "rollback-5", "replace"),  # an earlier rollback's
+    # ... once: a later driver of the same rollback goes on from where the first one got to
+    ([*CHECKPOINT, RESTORED], "rollback-7", "rollback-7", "skip"),
+    # a replace cut short is restored again, whole
+    ([*CHECKPOINT, restoring.RESTORING_FILE], "rollback-7", None, "again"),
+    ([*CHECKPOINT, RESTORED, restoring.RESTORING_FILE], "rollback-7", "rollback-7", "again"),
 ])
-def test_a_restore_at_start_fills_an_empty_generation_only(root_names, expected):
-    assert restoring.step(root_names) == expected
+def test_a_restore_at_start_fills_an_empty_generation_or_replaces_one_once_per_id(root_names, restore_id, restored_id,
+                                                                                  expected):
+    assert restoring.step(root_names, restore_id, restored_id) == expected
+
+
+@pytest.mark.parametrize("text, expected", [
+    (None, None),
+    ('{"from": "/data/snapshots/pre-7-20261127-060000", "id": "rollback-7"}\n', "rollback-7"),
+    ('{"from": "/data/snapshots/s1", "id": null}', None),
+    ('{"id": 7}', None),
+    ('["rollback-7"]', None),
+    ("{half", None),  # unreadable: the origin of the state is unknown, a rollback replaces it
+])
+def test_the_id_a_restore_recorded(text, expected):
+    assert restoring.recorded_id(text) == expected
 
 
 def test_where_a_generation_is_restored_from():

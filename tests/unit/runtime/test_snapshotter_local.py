@@ -105,12 +105,13 @@ def test_a_failure_is_reported_retried_after_the_next_commit_then_given_up(tmp_p
     assert series(metrics, contract.METRIC_SNAPSHOT_FAILED) == []
 
 
-def manifest(restore_from: dict):
+def manifest(restore_from: dict | None):
     from streamapp_api import load
     from streamapp_testkit.manifests import click_sessions_manifest
 
     doc = click_sessions_manifest("clicks", "summaries", "sessions", name="clicks")
-    doc["spec"]["state"]["restoreFrom"] = restore_from
+    if restore_from is not None:
+        doc["spec"]["state"]["restoreFrom"] = restore_from
     return load(doc)
 
 
@@ -127,8 +128,9 @@ def test_a_new_generation_is_restored_once_and_a_half_restored_one_again(tmp_pat
     fence.take()
 
     restoring.at_start(the_app, str(root), str(base), {}, fence)
-    assert sorted(p.name for p in root.iterdir()) == ["_owner.json", "counts", "streamapp.json"]
+    assert sorted(p.name for p in root.iterdir()) == ["_owner.json", contract.RESTORED_FILE, "counts", "streamapp.json"]
     assert sorted(p.name for p in (root / "counts" / "commits").iterdir()) == ["0", "1", "2", "3"]
+    assert json.loads((root / contract.RESTORED_FILE).read_text()) == {"from": f"{base}/snapshots/s1", "id": None}
 
     (root / "counts" / "commits" / "4").write_text("commit 4")  # it ran on: a second start leaves it
     restoring.at_start(the_app, str(root), str(base), {}, fence)
@@ -147,6 +149,48 @@ def test_a_new_generation_is_restored_once_and_a_half_restored_one_again(tmp_pat
     with pytest.raises(restoring.RestoreRefused, match=rf"^spec\.state\.restoreFrom: {base}/snapshots/s3: no _snapshot.json"):
         restoring.at_start(manifest({"snapshot": "s3"}), str(empty), str(base), {}, second)
     assert sorted(p.name for p in empty.iterdir()) == ["_owner.json"]  # nothing restored
+
+
+def test_a_rollback_replaces_the_generations_checkpoint_once_per_restore_id(tmp_path, caplog):
+    from streamapp_runtime.checkpoint.copying import copy_committed, snapshot_batches
+    from streamapp_runtime.checkpoint.fence import Fence
+    from streamapp_runtime.run import restoring
+
+    base, root = tmp_path, tmp_path / "gen-0"
+    committed_batches(root, 3)
+    pre = str(base / "snapshots" / "pre-7-20261127-060000")
+    copy_committed(str(root), pre)
+    committed_batches(root, 6)  # the failed version ran on
+    fence = Fence(str(root), "driver-1")
+    fence.take()
+    rollback = {contract.ENV_RESTORE_FROM: pre, contract.ENV_RESTORE_ID: "rollback-7"}
+    no_restore_from = manifest(None)  # the operator names the snapshot in the environment
+
+    restoring.at_start(no_restore_from, str(root), str(base), rollback, fence)
+    assert sorted(p.name for p in (root / "counts" / "commits").iterdir()) == ["0", "1", "2"]
+    assert json.loads((root / contract.RESTORED_FILE).read_text()) == {"from": pre, "id": "rollback-7"}
+    assert fence.read()["owner"] == "driver-1"
+    assert any(r.getMessage() == f"restore id rollback-7: replacing checkpoint {root} with snapshot {pre}"
+               for r in caplog.records)
+
+    (root / "counts" / "commits" / "3").write_text("commit 3")  # the rolled-back app ran on: a restart keeps it
+    restoring.at_start(no_restore_from, str(root), str(base), rollback, fence)
+    assert (root / "counts" / "commits" / "3").exists()
+
+    # a snapshot of it holds no restore record: a restore from one writes its own
+    copy_committed(str(root), str(base / "snapshots" / "later"))
+    assert not (base / "snapshots" / "later" / contract.RESTORED_FILE).exists()
+    assert snapshot_batches(str(base / "snapshots" / "later")) == {"counts": 3}
+
+    # another rollback (another id) replaces it again; a missing snapshot leaves it as it is
+    with pytest.raises(restoring.RestoreRefused, match="no snapshot there"):
+        restoring.at_start(no_restore_from, str(root), str(base),
+                           {**rollback, contract.ENV_RESTORE_FROM: str(base / "snapshots" / "gone"),
+                            contract.ENV_RESTORE_ID: "rollback-8"}, fence)
+    assert (root / "counts" / "commits" / "3").exists()
+    restoring.at_start(no_restore_from, str(root), str(base), {**rollback, contract.ENV_RESTORE_ID: "rollback-8"}, fence)
+    assert not (root / "counts" / "commits" / "3").exists()
+    assert json.loads((root / contract.RESTORED_FILE).read_text())["id"] == "rollback-8"
 
 
 def test_a_refused_restore_is_the_drivers_last_word_as_a_refusal():
