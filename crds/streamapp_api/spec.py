@@ -173,7 +173,6 @@ class Upgrade(ApiModel):
 
 
 ScalingMode = Literal["partitions", "load", "manual"]
-ScalingMode = Literal["partitions", "load", "manual"]
 
 
 class Scaling(ApiModel):
