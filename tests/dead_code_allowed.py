@@ -28,6 +28,11 @@ status.ScalingStatus.last_decision_time
 status.ScalingStatus.pending_executors
 status.StateStatus.last_snapshot
 status.StateStatus.last_snapshot_failure
+status.RollbackStatus.to_generation
+status.RollbackStatus.failed_spec
+status.UpgradeStatus.last_stable_generation
+status.UpgradeStatus.last_stable_spec
+status.UpgradeStatus.pre_snapshot
 status.StreamAppStatus.observed_generation
 
 # Spark calls these: transformWithState's StatefulProcessor, the streaming query listener.

@@ -19,6 +19,7 @@ from .act.apply import execute
 from .decide import diagnosis
 from .decide.pause import pause_asked
 from .decide.restore import other_app
+from .decide.upgrade import may_roll_back
 from .decide.plan import plan as decide
 from .decide.world import Driver, Kafka, Memory, Observed, Plan, Progress, Settings
 from .kubeapi import Kube
@@ -87,6 +88,8 @@ def observe(kube: Kube, body: dict, pod: dict | None, children: dict,
     other = other_app(app, ((body.get("status") or {}).get("state") or {}).get("restoreFrom")) \
         if driver.pod.state == "absent" and not app.spec.suspend else None
     source = restore_source(kube, namespace, other, policy, checkpoint) if other else None
+    stable = kube_observe.stable_app(body, policy, checkpoint) \
+        if may_roll_back(app, common["status"], common["generation"]) else None
     if driver.pod.state != "running":
         progress = Progress()
     elif caches.progress is not None:
@@ -97,7 +100,7 @@ def observe(kube: Kube, body: dict, pod: dict | None, children: dict,
         app=app, children=children,
         applied=kube_observe.applied(children.get(f"ConfigMap/{names.config_map(name)}")),
         driver=driver, kafka=kafka_observe.observe(app, secret, secret_missing=secret is None, cache=caches.partitions),
-        progress=progress, restore_source=source, **_blockers(kube, namespace, app, driver, progress, datetime.now(timezone.utc),
+        progress=progress, restore_source=source, stable_app=stable, **_blockers(kube, namespace, app, driver, progress, datetime.now(timezone.utc),
                                         caches.claim_events), **common,
     ), probe
 

@@ -22,6 +22,7 @@ from .scaling.pending import only_waiting_for_room
 from .scaling.rescale import NOTHING, Rescale
 from .snapshot import ask_change
 from .stall import stalled
+from .upgrade import PRE_CHANGE_LOOK, PreChange, Verdict, differs_from_stable, pre_change
 from .status import Cond, parse_time, rfc3339
 from .world import DriverAction, Event, Observed, Settings
 
@@ -51,6 +52,7 @@ class DriverInputs:
     now: datetime
     rescale: Rescale = NOTHING  # how a new executor count reaches the running driver (scaling/rescale.py)
     restore: Restore = NO_RESTORE  # where a new driver restores its state generation from (restore.py)
+    upgrade: Verdict | None = None  # the spec change's snapshot, watch and rollback (upgrade.py)
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,7 @@ class DriverOutcome:
     progress: Cond | None = None
     degraded: Cond | None = None
     events: tuple[Event, ...] = ()
+    upgrade: dict[str, Any] | None = None  # status.upgrade keys to set (None values: remove)
 
 
 def restart_history(obs: Observed) -> RestartHistory:
@@ -89,8 +92,18 @@ def restart_history(obs: Observed) -> RestartHistory:
 
 
 def driver_outcome(inputs: DriverInputs) -> DriverOutcome:
+    verdict = inputs.upgrade
+    if verdict is not None and verdict.rolling_back:  # the failed spec's restarts and backoff are not the stable one's
+        inputs = replace(inputs, history=RestartHistory())
     decision = restart_decision(inputs.obs.driver.pod, inputs.history, inputs.app.spec.restart_policy, inputs.now)
-    return OUTCOME_OF_ACTION[decision.action](inputs, decision)
+    outcome = OUTCOME_OF_ACTION[decision.action](inputs, decision)
+    if verdict is not None and verdict.rolling_back:
+        gone = outcome.action in ("delete", "delete_now")  # the failed driver: no failure counted when it is gone
+        outcome = replace(outcome, last_restart=verdict.last_restart, restarts=0,
+                          driver_pod=None if gone else outcome.driver_pod, status_first=outcome.status_first or gone,
+                          progress=Cond("Progressing", True, "RollingBack", verdict.condition.message
+                                        if verdict.condition else ""))
+    return outcome
 
 
 def _as_recorded(inputs: DriverInputs, phase: str, ready: Cond, **changes: Any) -> DriverOutcome:
@@ -113,17 +126,49 @@ def _keep(inputs: DriverInputs, decision: RestartDecision) -> DriverOutcome:
     if replacement:
         cause, why = replacement
         rescaled = cause in ("Rescale", "RescaleFallback")
+        before = _snapshot_before(inputs, cause)
+        if before.wait:
+            return _waiting_for_snapshot(inputs, before, why)
         return _as_recorded(
             inputs, "Restarting", Cond("Ready", False, "Restarting", why),
             action="delete", status_first=True, driver_pod=None,
             last_restart={"time": rfc3339(inputs.now), "reason": cause},
             progress=Cond("Progressing", True, "Restarting", why),
             last_rescale=inputs.rescale.record if rescaled else None,
-            events=(inputs.rescale.events if rescaled else ()) +
-            (Event("Normal", "Restarting", f"stopping the driver gracefully: {why}"),))
+            events=(inputs.rescale.events if rescaled else ()) + before.events +
+            (Event("Normal", "Restarting", f"stopping the driver gracefully: {why}"),),
+            upgrade=_watch(inputs, before.taken) if cause == "SpecChange" and not _rolled_back(inputs) else None)
     if stall is not None:
         return _stalled(inputs, stall)
     return _snapshot_asked(inputs, _rescaled_in_place(inputs, _keep_running(inputs)))
+
+
+def _snapshot_before(inputs: DriverInputs, cause: str) -> PreChange:
+    """The snapshot before a restart for a spec change (upgrade.py); none for other restarts or a rollback."""
+    if cause != "SpecChange" or _rolled_back(inputs):
+        return PreChange(False)
+    return pre_change(inputs.obs, inputs.app.spec, inputs.now)
+
+
+def _waiting_for_snapshot(inputs: DriverInputs, before: PreChange, why: str) -> DriverOutcome:
+    """The driver kept running until it reports the snapshot asked of it before the restart."""
+    kept = _keep_running(inputs)
+    message = f"waiting for snapshot {before.name} before restarting the driver: {why}"
+    changes: dict[str, Any] = {
+        "progress": Cond("Progressing", True, "SnapshotBeforeRestart", message), "events": kept.events + before.events,
+        "requeue": min(filter(None, (kept.requeue, PRE_CHANGE_LOOK))),
+        "upgrade": {"preSnapshot": {"name": before.name, "askedAt": rfc3339(before.asked_at or inputs.now)}}}
+    if before.ask is not None and before.ask != inputs.obs.driver.snapshot_ask and inputs.obs.driver.uid is not None:
+        changes["driver_patch"] = _annotated(inputs, kept, {names.ANN_SNAPSHOT: before.ask})
+    return replace(kept, **changes)
+
+
+def _watch(inputs: DriverInputs, snapshot: str | None) -> dict[str, Any]:
+    """status.upgrade's record of a change whose driver starts now: watched until healthy (upgrade.py)."""
+    watching: dict[str, Any] = {"generation": inputs.obs.generation, "startedAt": rfc3339(inputs.now)}
+    if snapshot:
+        watching["snapshot"] = snapshot
+    return {"watching": watching, "preSnapshot": None}
 
 
 def _annotated(inputs: DriverInputs, outcome: DriverOutcome, annotations: dict[str, str | None]) -> dict[str, Any]:
@@ -329,12 +374,30 @@ def _create(inputs: DriverInputs, decision: RestartDecision) -> DriverOutcome:
                             requeue=_look_again(inputs), events=_told(inputs, missing))
     driver_pod = names.driver_pod(obs.name)
     return _as_recorded(
-        inputs, "Starting", Cond("Ready", False, "DriverCreated", "driver pod created"),
-        action="create", pod=render_driver_pod(app, obs.uid, launch, inputs.config_hash, inputs.restore.location), driver_pod=driver_pod,
+        inputs, "Starting", Cond("Ready", False, "DriverCreated", "driver pod created"), upgrade=_watch_new(inputs),
+        action="create", pod=render_driver_pod(app, obs.uid, launch, inputs.config_hash, inputs.restore.location,
+                                               inputs.restore.restore_id), driver_pod=driver_pod,
         config_write=inputs.config if inputs.config_stale else None,
         progress=Cond("Progressing", True, "DriverCreated", f"driver started with {launch.executors} executors"),
         events=(Event("Normal", "DriverCreated", f"driver {driver_pod} with {launch.executors} executors, "
                                                  f"checkpoint {names.checkpoint_dir(app.spec.state.reset_nonce, app.spec.state.checkpoint.location)}"),))
+
+
+def _rolled_back(inputs: DriverInputs) -> bool:
+    """The driver runs (or is to run) the last stable spec in place of the applied one."""
+    verdict = inputs.upgrade
+    return verdict is not None and (verdict.rolling_back or (verdict.condition is not None and verdict.condition.status))
+
+
+def _watch_new(inputs: DriverInputs) -> dict[str, Any] | None:
+    """A driver started with a spec other than the last stable one (not by a restart for the change,
+    which started the watch already; not a rollback's) is watched from now."""
+    verdict, obs = inputs.upgrade, inputs.obs
+    if verdict is None or _rolled_back(inputs):
+        return None
+    if (verdict.status.get("watching") or {}).get("generation") == obs.generation:
+        return None
+    return _watch(inputs, None) if differs_from_stable(verdict.stable, inputs.app.spec) else None
 
 
 # One function per restarts.Action (a unit test checks none is missing).

@@ -27,6 +27,7 @@ from .scaling.pending import scaling_condition
 from .scaling.rescale import NOTHING, Rescale, RescaleInputs, decide as rescale_decision
 from .snapshot import SnapshotStatus, snapshot_status
 from .status import Cond, fold_status, rfc3339
+from .upgrade import Verdict, verdict as upgrade_verdict
 from .world import Event, Memory, Observed, Plan, Progress, Settings
 
 KAFKA_RETRY = timedelta(seconds=5)
@@ -43,14 +44,17 @@ def _reconciled(obs: Observed, settings: Settings, memory: Memory, now: datetime
     if obs.app is None:
         return _invalid(obs, memory, now)
     kafka = _kafka_health(obs, memory)
-    change, app = _classify(obs, obs.app)
+    upgrade = upgrade_verdict(obs, obs.app, obs.stable_app, now)
+    change, app = _classify(obs, upgrade.app)
     sizing = _sizing(obs, app, settings, kafka.memory, now)
     children = _children(obs, app, sizing.launch, settings)
     kafka_retry = _kafka_retry(kafka.memory.kafka_failures)
-    restore = resolve_restore(app, (obs.status.get("state") or {}).get("restoreFrom"), obs.restore_source)
-    driver = driver_outcome(_driver_inputs(obs, settings, app, change, sizing.launch, children, kafka_retry, now, restore))
+    restore = upgrade.restore or resolve_restore(app, (obs.status.get("state") or {}).get("restoreFrom"),
+                                                 obs.restore_source)
+    driver = driver_outcome(_driver_inputs(obs, settings, app, change, sizing.launch, children, kafka_retry, now, restore,
+                                           upgrade))
     return _assemble(obs, app, change, kafka, sizing, children, driver, kafka_retry, now, ui_url(app, settings.ui),
-                     restore)
+                     restore, upgrade)
 
 
 def _children(obs: Observed, app: StreamApp, launch: Launch | None, settings: Settings) -> list[KubeObject]:
@@ -63,14 +67,15 @@ def _children(obs: Observed, app: StreamApp, launch: Launch | None, settings: Se
 
 
 def _driver_inputs(obs: Observed, settings: Settings, app: StreamApp, change: Change, launch: Launch | None,
-                   children: list[KubeObject], kafka_retry: timedelta, now: datetime, restore: Restore) -> DriverInputs:
+                   children: list[KubeObject], kafka_retry: timedelta, now: datetime, restore: Restore,
+                   upgrade: Verdict) -> DriverInputs:
     config = next((c for c in children if c["kind"] == "ConfigMap"), None)
     wanted = config_hash(config) if config else None
     in_cluster = config_hash(obs.children.get(f"ConfigMap/{names.config_map(obs.name)}") or {})
     return DriverInputs(obs, settings, app, change, launch, config, wanted,
                         config_stale=config is not None and wanted != in_cluster, history=restart_history(obs),
                         kafka_retry=kafka_retry, now=now, rescale=_rescale(obs, settings, app, launch, now),
-                        restore=restore)
+                        restore=restore, upgrade=upgrade)
 
 
 def _rescale(obs: Observed, settings: Settings, app: StreamApp, launch: Launch | None, now: datetime) -> Rescale:
@@ -86,7 +91,7 @@ def _rescale(obs: Observed, settings: Settings, app: StreamApp, launch: Launch |
 
 def _assemble(obs: Observed, app: StreamApp, change: Change, kafka: _KafkaHealth, sizing: _Sizing,
               children: list[KubeObject], driver: DriverOutcome, kafka_retry: timedelta, now: datetime,
-              ui: str | None, restore: Restore) -> Plan:
+              ui: str | None, restore: Restore, upgrade: Verdict) -> Plan:
     """The Plan from what each step decided: where two steps speak to the same thing, which one wins."""
     create, patches = plan_children(children, obs.children)
     if driver.config_write is not None and driver.config_write not in create:  # else it is created anyway
@@ -102,11 +107,18 @@ def _assemble(obs: Observed, app: StreamApp, change: Change, kafka: _KafkaHealth
     # Kafka's trouble outranks the driver's in Degraded; the driver's news outranks a pending scale.
     status = _status(obs, app, change, driver, sizing.desired, now, progress=driver.progress or sizing.progress,
                      degraded=kafka.degraded or driver.degraded, scaling=sizing.scaling, ui=ui,
-                     state=_state(obs, app, driver, restore, snapshots))
+                     state=_state(obs, app, driver, restore, snapshots), upgrade=_upgrade(upgrade, driver))
     return Plan(status=status, create=tuple(create), patch=tuple(patches), driver=driver.action,
                 driver_pod=driver.pod, driver_patch=driver.driver_patch, status_first=driver.status_first,
-                events=kafka.events + sizing.events + refused + driver.events + snapshots.events, requeue=requeue,
+                events=kafka.events + sizing.events + refused + upgrade.events + driver.events + snapshots.events,
+                requeue=requeue,
                 memory=sizing.memory, restarted=driver.restarted, desired_executors=sizing.desired)
+
+
+def _upgrade(upgrade: Verdict, driver: DriverOutcome) -> tuple[dict[str, Any] | None, Cond | None]:
+    """status.upgrade: what the upgrade verdict says, with the driver's news (a watch begun, a snapshot asked)."""
+    merged = {**upgrade.status, **(driver.upgrade or {})}
+    return {k: v for k, v in merged.items() if v is not None} or None, upgrade.condition
 
 
 def _kafka_retry(failures: int) -> timedelta:
@@ -246,7 +258,8 @@ def _remedy(change: Change, name: str) -> str:
 
 def _status(obs: Observed, app: StreamApp, change: Change, driver: DriverOutcome, desired: int | None,
             now: datetime, progress: Cond | None, degraded: Cond | None,
-            state: dict[str, Any], scaling: dict[str, Any] | None = None, ui: str | None = None) -> dict[str, Any]:
+            state: dict[str, Any], scaling: dict[str, Any] | None = None, ui: str | None = None,
+            upgrade: tuple[dict[str, Any] | None, Cond | None] = (None, None)) -> dict[str, Any]:
     if change.kind == "incompatible":
         spec_valid = Cond("SpecValid", False, "IncompatibleChange", f"{change.field}: {change.reason}. {_remedy(change, obs.name)}")
     else:
@@ -275,14 +288,14 @@ def _status(obs: Observed, app: StreamApp, change: Change, driver: DriverOutcome
             scaling["lastRescale"] = last_rescale
     return fold_status(
         obs.status, phase=phase, message=message[:1000], now=now, generation=obs.generation,
-        conditions=[ready, progress, degraded, spec_valid, scaling_cond], reason=reason,
+        conditions=[ready, progress, degraded, spec_valid, scaling_cond, *filter(None, [upgrade[1]])], reason=reason,
         executors=(_executors(obs) or 0) if running else 0,
         desired_executors=desired if desired is not None else obs.status.get("desiredExecutors"),
         selector=names.executor_selector(obs.name),
         partitions=obs.kafka.partitions if obs.kafka.partitions is not None else obs.status.get("partitions"),
         lag=obs.progress.lag if running else None,
         restarts=driver.restarts, last_restart=driver.last_restart, driver_pod=driver.driver_pod,
-        state=state, sinks=sinks if running else None, scaling=scaling, ui_url=ui,
+        state=state, sinks=sinks if running else None, scaling=scaling, ui_url=ui, upgrade=upgrade[0],
     )
 
 

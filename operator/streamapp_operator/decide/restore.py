@@ -33,6 +33,7 @@ class Restore:
     location: str | None = None  # the driver's ENV_RESTORE_FROM (None: none)
     record: dict[str, Any] | None = None  # status.state.restoreFrom
     problem: str | None = None  # why no driver may start: restoreFrom.app names no app to restore from
+    restore_id: str | None = None  # the driver's ENV_RESTORE_ID: a rollback replaces its generation's checkpoint
 
 
 NO_RESTORE = Restore()

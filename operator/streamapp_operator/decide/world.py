@@ -151,6 +151,7 @@ class Observed:
     executor_pods: ExecutorPods = field(default_factory=ExecutorPods)
     paused: bool = False  # the app's streamapp.io/pause-reconciliation annotation is "true" (pause.py)
     restore_source: RestoreSource | None = None  # read only when a driver may be started (observe/restore.py)
+    stable_app: StreamApp | None = None  # status.upgrade.lastStableSpec, checked; read only when it may run (upgrade.py)
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Callable
 from datetime import datetime
 from functools import partial
@@ -43,6 +44,21 @@ def checked_app(body: dict, policy: Policy | None = None,
     app, issues = parse(document, policy, checkpoint)
     errors = [i for i in issues if i.severity == "error"]
     return (None if errors else app), errors
+
+
+def stable_app(body: dict, policy: Policy | None = None,
+               checkpoint: CheckpointDefault | None = None) -> StreamApp | None:
+    """The app with status.upgrade.lastStableSpec as its spec, checked as the spec is (status is writable by
+    more than the operator: a spec that the policy refuses today is not run); None: none, or refused."""
+    text = ((body.get("status") or {}).get("upgrade") or {}).get("lastStableSpec")
+    try:
+        spec = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+    if not isinstance(spec, dict):
+        return None
+    app, _ = checked_app({**body, "spec": spec}, policy, checkpoint)
+    return app
 
 
 def child_keys(app: str, network: bool = False, ingress: bool = False) -> list[str]:

@@ -37,13 +37,15 @@ def snapshot_ask(state: State) -> str | None:
     return json.dumps({"nonce": state.snapshot_nonce, "every": every, "keep": keep}, separators=(",", ":"))
 
 
-def _env(app: StreamApp, restore_from: str | None) -> list[dict]:
+def _env(app: StreamApp, restore_from: str | None, restore_id: str | None) -> list[dict]:
     state = app.spec.state
     return [
         {"name": contract.ENV_CHECKPOINT_DIR, "value": names.checkpoint_dir(state.reset_nonce, state.checkpoint.location)},
         # a new state generation starts from this snapshot (decide/restore.py resolved it; the runtime
         # restores only into a generation that is still empty)
         *([{"name": contract.ENV_RESTORE_FROM, "value": restore_from}] if restore_from else []),
+        # a rollback: the generation's checkpoint is replaced by the snapshot, once (decide/upgrade.py)
+        *([{"name": contract.ENV_RESTORE_ID, "value": restore_id}] if restore_from and restore_id else []),
         {"name": contract.ENV_METRICS_PORT, "value": str(names.METRICS_PORT)},
         {"name": contract.ENV_POD_IP, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         {"name": contract.ENV_POD_UID, "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
@@ -64,7 +66,7 @@ def _sink_secret_env(app: StreamApp) -> list[dict]:
     ]
 
 
-def _container(app: StreamApp, launch: Launch, restore_from: str | None) -> dict:
+def _container(app: StreamApp, launch: Launch, restore_from: str | None, restore_id: str | None) -> dict:
     spec = app.spec
     on_object_store = spec.state.checkpoint.on_object_store
     memory = f"{pod_memory_mib(spec.driver.memory, spec.driver.memory_overhead)}Mi"
@@ -73,7 +75,7 @@ def _container(app: StreamApp, launch: Launch, restore_from: str | None) -> dict
         "image": image_of(app, launch),
         "command": ["streamapp", "run", f"{names.CONFIG_DIR}/{contract.MANIFEST_FILE}",
                     "--spark-conf", f"{names.CONFIG_DIR}/{contract.SPARK_PROPERTIES_FILE}"],
-        "env": _env(app, restore_from),
+        "env": _env(app, restore_from, restore_id),
         "ports": [
             {"name": "driver-rpc", "containerPort": names.DRIVER_PORT, "protocol": "TCP"},
             {"name": "blockmanager", "containerPort": names.BLOCK_MANAGER_PORT, "protocol": "TCP"},
@@ -109,8 +111,10 @@ def _container(app: StreamApp, launch: Launch, restore_from: str | None) -> dict
     return container
 
 
-def render_driver_pod(app: StreamApp, uid: str, launch: Launch, config_hash: str, restore_from: str | None = None) -> dict:
-    """``restore_from``: spec.state.restoreFrom's location, resolved by the operator (decide/restore.py)."""
+def render_driver_pod(app: StreamApp, uid: str, launch: Launch, config_hash: str, restore_from: str | None = None,
+                      restore_id: str | None = None) -> dict:
+    """``restore_from``: spec.state.restoreFrom's location, resolved by the operator (decide/restore.py), or
+    a rollback's snapshot with its ``restore_id`` (decide/upgrade.py)."""
     name = app.metadata.name
     ask = snapshot_ask(app.spec.state)
     annotations = {
@@ -136,7 +140,7 @@ def render_driver_pod(app: StreamApp, uid: str, launch: Launch, config_hash: str
             "terminationGracePeriodSeconds": 120,
             "enableServiceLinks": False,
             "securityContext": copy.deepcopy(POD_SECURITY),
-            "containers": [_container(app, launch, restore_from)],
+            "containers": [_container(app, launch, restore_from, restore_id)],
             "volumes": [
                 {"name": "config", "configMap": {"name": names.config_map(name)}},
                 *([] if app.spec.state.checkpoint.on_object_store else [
