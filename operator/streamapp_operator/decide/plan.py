@@ -101,6 +101,8 @@ def _assemble(obs: Observed, app: StreamApp, change: Change, kafka: _KafkaHealth
         requeue = sizing.wait  # look again when the debounce window ends
     if requeue is None and obs.kafka.error:
         requeue = kafka_retry
+    if upgrade.requeue is not None:  # the change's health window ends
+        requeue = min(requeue, upgrade.requeue) if requeue is not None else upgrade.requeue
     refused = (Event("Warning", "IncompatibleChange", f"{change.field}: {change.reason}"),) \
         if change.kind == "incompatible" else ()
     snapshots = snapshot_status(obs.progress, obs.status.get("state") or {})

@@ -83,6 +83,7 @@ class Verdict:
     events: tuple[Event, ...] = ()
     last_restart: dict[str, Any] | None = None  # status.lastRestart of the rollback
     stable: StreamAppSpec | None = None  # the last stable spec, as status holds it
+    requeue: timedelta | None = None  # when the watched change is due to be judged
 
 
 def verdict(obs: Observed, app: StreamApp, stable_app: StreamApp | None, now: datetime) -> Verdict:
@@ -108,7 +109,18 @@ def verdict(obs: Observed, app: StreamApp, stable_app: StreamApp | None, now: da
             upgrade.update(lastStableGeneration=obs.generation, lastStableSpec=text)
             stable = obs.applied.spec
         upgrade.pop("watching", None)
-    return Verdict(app, upgrade, condition=condition, stable=stable)
+        started = None
+    return Verdict(app, upgrade, condition=condition, stable=stable, requeue=_due(obs, started, window, now))
+
+
+def _due(obs: Observed, started: datetime | None, window: timedelta, now: datetime) -> timedelta | None:
+    """How soon to look again to judge the watched change (or to record a stable spec) on time, rather than at
+    the next resync: when its window ends, or when the driver will have been Ready for the window."""
+    moments = [m + window for m in (started, _ready_since(obs)) if m is not None]
+    if started is None and (obs.status.get("upgrade") or {}).get("lastStableGeneration") == obs.generation:
+        return None  # nothing watched, and this generation is recorded stable already
+    later = [m - now for m in moments if m > now]
+    return min(later) + timedelta(seconds=1) if later else None
 
 
 def _running(stable_app: StreamApp, app: StreamApp) -> StreamApp:
