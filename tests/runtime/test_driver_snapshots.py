@@ -1,6 +1,7 @@
 """Snapshots a running driver takes by itself, and a new state generation restored from one at start,
 on a volume: the app asks in its manifest (snapshotNonce, snapshots {every, keep}) as a local run
-does; a driver pod reads the same ask from its pod (run/own_pod.py). The copy itself on S3:
+does; a driver pod reads the same ask from its pod (run/own_pod.py). And a rollback's restore, which
+replaces the generation's checkpoint with the snapshot taken before the change. The copy itself on S3:
 tests/runtime/test_snapshot_restore.py.
 
 In this process on the session's Spark, as tests/runtime/test_snapshot_restore.py runs its app.
@@ -13,16 +14,19 @@ import logging
 import threading
 import time
 
+import psycopg
 import pytest
 from prometheus_client import generate_latest
 
 from streamapp_api import contract, load
-from streamapp_api.checkpoint import SNAPSHOTS, join, snapshot_location
+from streamapp_api.checkpoint import SNAPSHOTS, join, pre_change_snapshot_name, query_checkpoint, snapshot_location
 from streamapp_testkit.manifests import click_sessions_manifest
+from streamapp_testkit.runtime import closed_click_windows as expected
 from streamapp_testkit.runtime import run_available_now, watermark_flush
-from streamapp_runtime.checkpoint import files
+from streamapp_runtime.checkpoint import files, layout
 from streamapp_runtime.run import restoring, runner
 from streamapp_runtime.run.settings import Settings
+from streamapp_runtime.run.snapshot_schedule import Ask
 from streamapp_runtime.run.snapshots import Snapshotter
 from streamapp_testbed import clickstream
 from streamapp_testbed.kafka_admin import create_topic, produce
@@ -48,6 +52,21 @@ def snapshot_folders(base: str) -> list[str]:
 
 def batches_of(location: str) -> dict[str, int]:
     return json.loads(files.read_text(join(location, "_snapshot.json")) or "{}").get("batches", {})
+
+
+def last_commit(root: str, query: str) -> int:
+    """The query's last committed batch in the checkpoint at ``root`` (-1: none)."""
+    found = layout.last_committed(files.names(join(query_checkpoint(root, query), layout.COMMITS)))
+    return -1 if found is None else found
+
+
+def windows(dsn: str, table: str) -> dict:
+    """The click-sessions windows in the Postgres table, keyed as plain Python's."""
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(f"SELECT session_id, uuid, window_start, clicks, page_views, time_spent FROM {table}").fetchall()
+    found = {(s, u, w): (c, p, t) for s, u, w, c, p, t in rows}
+    assert len(found) == len(rows), "one row per window"
+    return found
 
 
 def test_a_running_driver_takes_the_snapshots_asked_and_a_new_generation_starts_from_one(
@@ -137,3 +156,64 @@ def test_a_running_driver_takes_the_snapshots_asked_and_a_new_generation_starts_
                                                 metrics_port=None, postgres_uris={"*": postgres.dsn}),
                      quiet=True, wait_for_topics=False)
     assert str(refused.value) == f"spec.state.restoreFrom: {base}/snapshots/never-taken: no snapshot there"
+
+
+def test_a_rollback_restores_the_pre_change_snapshot_over_the_generation_once(
+        spark, kafka, postgres, names, tmp_path, caplog, monkeypatch):
+    """The operator's rollback on a volume: the driver snapshotted before the change, the changed version
+    ran on (its state moved past the snapshot), and a driver started with the restore id replaces the
+    generation's checkpoint with the snapshot; a later start under the same id goes on from there."""
+    caplog.set_level(logging.INFO, logger="streamapp.runtime")
+    topic, out = names("clicks"), names("summaries")
+    table = out.replace("-", "_")
+    create_topic(kafka.bootstrap, topic, partitions=2)
+    events = clickstream.generate(seed=13, users=6, minutes=3)
+    flush = watermark_flush(events)  # in the topic from the start: every window is closed by the end
+    produce(kafka.bootstrap, topic, [(e.session_id, e.to_json()) for e in [*events, flush]])
+    doc = click_sessions_manifest(topic, out, table, max_offsets_per_trigger=30)  # a backlog of ~10 batches
+    base = str(tmp_path / "app")
+    root = f"{base}/gen-0"
+    settings = Settings(checkpoint_root=root, kafka_override=kafka.bootstrap, metrics_port=None,
+                        postgres_uris={"*": postgres.dsn})
+    running = runner.start(spark, load(doc), settings, quiet=True, wait_for_topics=False)
+    asked: list[Ask] = []  # the ask on the driver pod: none until the operator is about to change the spec
+    running.snapshotter = Snapshotter(lambda: asked[-1] if asked else None, root, base,
+                                      lambda: runner.commits(running), running.metrics, poll=0.3).start()
+    result: list[int] = []
+    supervisor = threading.Thread(target=lambda: result.append(runner.supervise(spark, running)), daemon=True)
+    supervisor.start()
+    queries = [qp.name for qp in running.plans]
+    pre = pre_change_snapshot_name(7, time.time())
+    try:
+        deadline = time.monotonic() + 90
+        while not (taken := batches_of(snapshot_location(base, pre))) \
+                or any(last_commit(root, q) <= taken[q] for q in queries):  # the state moved on past it
+            assert supervisor.is_alive() and time.monotonic() < deadline, \
+                f"2 batches, {pre}, a batch more within 90 s: {[last_commit(root, q) for q in queries]}"
+            if not asked and all(last_commit(root, q) >= 1 for q in queries):
+                asked.append(Ask(nonce=pre))
+            time.sleep(0.2)
+    finally:
+        running.stop_requested.set()
+        supervisor.join(120)
+    assert result == [0], [str(q.exception()).splitlines()[:3] for q in running.queries if q.exception()]
+    assert set(taken) == set(queries)
+
+    # the rollback's driver: the last stable spec (here the same) on the same generation, from the snapshot
+    monkeypatch.setenv(contract.ENV_RESTORE_FROM, snapshot_location(base, pre))
+    monkeypatch.setenv(contract.ENV_RESTORE_ID, "rollback-7")
+    doc["spec"]["sources"][0]["maxOffsetsPerTrigger"] = 10_000  # the rest of the backlog in one batch
+    stable = load(doc)
+    progress = run_available_now(spark, stable, kafka, root, dsn=postgres.dsn)
+    assert {query: runs[0]["batchId"] for query, runs in progress.items()} == {q: b + 1 for q, b in taken.items()}
+    assert any(r.getMessage() == f"restore id rollback-7: replacing checkpoint {root} with snapshot "
+               f"{snapshot_location(base, pre)}" for r in caplog.records)
+    want = expected([*events, flush])
+    assert windows(postgres.dsn, table) == want and len(want) > 10
+
+    # the rollback's driver restarted (a failure, a node lost): not restored again, it goes on
+    produce(kafka.bootstrap, topic, [(events[0].session_id, events[0].to_json())])  # late: changes no window
+    again = run_available_now(spark, stable, kafka, root, dsn=postgres.dsn)
+    assert {query: runs[0]["batchId"] for query, runs in again.items()} \
+        == {query: runs[-1]["batchId"] + 1 for query, runs in progress.items()}
+    assert windows(postgres.dsn, table) == want
