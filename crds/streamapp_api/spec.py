@@ -156,8 +156,9 @@ class Upgrade(ApiModel):
     first, and, if asked, a rollback when the changed app does not become healthy."""
 
     model_config = api_config(
-        cel(f"{cel_millis('self.healthWindow')} >= {HEALTH_WINDOW_MIN_SECONDS * 1000}", HEALTH_WINDOW_MESSAGE,
-            field_path=".healthWindow"),
+        # has(): the API server checks the default ({}) against this rule before it fills in the field's own default
+        cel(f"!has(self.healthWindow) || {cel_millis('self.healthWindow')} >= {HEALTH_WINDOW_MIN_SECONDS * 1000}",
+            HEALTH_WINDOW_MESSAGE, field_path=".healthWindow"),
     )
 
     snapshot: bool = Field(default=True, description="Before stopping a Ready driver for such a change, ask it for a "

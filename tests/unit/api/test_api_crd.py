@@ -121,6 +121,18 @@ def test_defaults_reach_the_schema():
     assert nodes["openAPIV3Schema.spec.streams[].steps[].accumulate.key"]["default"] == ["_key"]
 
 
+def test_rules_of_an_object_defaulted_to_empty_guard_every_optional_field_they_read():
+    # The API server checks a default against the object's rules before it fills in the fields' own
+    # defaults: a rule reading self.x of a {} default without has(self.x) makes the CRD refused.
+    for path, node in _walk(_schema()):
+        if node.get("default") != {}:
+            continue
+        required = set(node.get("required", []))
+        for rule in (r["rule"] for r in node.get("x-kubernetes-validations", [])):
+            if set(re.findall(r"self\.(\w+)", rule)) - required:
+                assert "has(self." in rule, f"{path}: {rule}"
+
+
 def test_duration_pattern_is_shared_and_has_no_days_in_cel_duration():
     nodes = dict(_walk(_schema()))
     pattern = nodes["openAPIV3Schema.spec.restartPolicy.backoff"]["pattern"]
