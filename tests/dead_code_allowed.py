@@ -49,4 +49,5 @@ kopf.OperatorSettings.persistence.diffbase_storage
 kopf.OperatorSettings.watching.server_timeout
 kopf.OperatorSettings.admission.managed
 client.Configuration.connection_pool_maxsize
+client.V1LeaseSpec.lease_duration_seconds
 HTTPServer.server_name

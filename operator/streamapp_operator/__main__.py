@@ -41,8 +41,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds a partition-driven executor count must hold before the app is rescaled to it")
     parser.add_argument("--rescale-timeout", type=float, default=60.0,
                         help="seconds a Ready driver has to apply a rescale in place before it is restarted with the count")
-    parser.add_argument("--peering", default=None,
-                        help="kopf peering name for several operator replicas; default: standalone (no peering)")
+    election = parser.add_argument_group("leader election (several replicas: one reconciles, every one serves the webhook)")
+    election.add_argument("--leader-election", metavar="NAMESPACE/NAME",
+                          help="the coordination.k8s.io Lease the replicas elect their leader by; default: none, this "
+                          "replica reconciles (run only one)")
+    election.add_argument("--leader-election-lease-duration", type=int, default=15, metavar="SECONDS",
+                          help="a replica takes a Lease its holder has not renewed for this long")
+    election.add_argument("--leader-election-renew-deadline", type=int, default=10, metavar="SECONDS",
+                          help="the leader stops (its process ends) when it could not renew the Lease for this long")
+    election.add_argument("--leader-election-retry-period", type=int, default=2, metavar="SECONDS",
+                          help="how often the leader renews the Lease and the others try to take it")
     parser.add_argument("--liveness", default=None, help="kopf liveness endpoint, e.g. http://0.0.0.0:8081/healthz")
     parser.add_argument("--policy", metavar="FILE", default=os.environ.get("STREAMAPP_OPERATOR_POLICY"),
                         help="what apps may run on this cluster (YAML: images, sparkConf, functions, kafkaOptions; "
@@ -56,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
                          help="another name or IP the API server reaches the webhook by (repeatable)")
     webhook.add_argument("--webhook-configuration", metavar="NAME",
                          help="ValidatingWebhookConfiguration to put the operator's CA into (not with --webhook-cert-dir)")
+    webhook.add_argument("--webhook-ca-secret", metavar="NAMESPACE/NAME",
+                         help="Secret the replicas share the webhook's CA by (made by the first that finds none); "
+                         "default: a CA of this process's own (one replica only)")
     webhook.add_argument("--webhook-cert-dir", metavar="DIR",
                          help="tls.crt and tls.key (e.g. from cert-manager) instead of a certificate the operator makes")
     parser.add_argument("-v", "--verbose", action="store_true")
@@ -66,7 +77,18 @@ def main(argv: list[str] | None = None) -> int:
     ui.add_arguments(parser)
     checkpoint_default.add_arguments(parser)
     args = parser.parse_args(argv)
+    from .leader import LeaseTimes, parse_lease
+
+    times = LeaseTimes(args.leader_election_lease_duration, args.leader_election_renew_deadline,
+                       args.leader_election_retry_period)
+    if args.leader_election and (problems := times.problems()):
+        parser.error("; ".join(problems))
+    secret = (args.webhook_ca_secret or "namespace/name").split("/")
+    if len(secret) != 2 or not all(secret):
+        parser.error(f"--webhook-ca-secret {args.webhook_ca_secret!r}: expected NAMESPACE/NAME")
     try:
+        if args.leader_election:
+            parse_lease(args.leader_election)
         network_policies = network.from_arguments(args)
         spark_ui = ui.from_arguments(args)
         default_checkpoint = checkpoint_default.from_arguments(args)
@@ -106,16 +128,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.webhook_port:
         enable(policy, WebhookOptions(port=args.webhook_port, address=args.webhook_address, service=args.webhook_service,
                                       hosts=tuple(args.webhook_host), configuration=args.webhook_configuration,
-                                      cert_dir=args.webhook_cert_dir))
+                                      cert_dir=args.webhook_cert_dir, ca_secret=args.webhook_ca_secret))
     if args.metrics_port:
         metrics.serve(args.metrics_port, args.metrics_address)
     kopf.run(
-        standalone=args.peering is None,
-        peering_name=args.peering,
+        standalone=True,  # not kopf's peering: a Lease (docs/operator.md, "Replicas and leader election")
         namespaces=args.namespace,
         clusterwide=not args.namespace,
         liveness_endpoint=args.liveness,
-        memo=handlers.operator_memo(settings, args.resync),  # the reconciler is built from it at startup
+        memo=handlers.operator_memo(settings, args.resync, (args.leader_election, times) if args.leader_election else None),
     )
     return 0
 

@@ -1,6 +1,6 @@
 """kopf handlers: thin triggers for the one reconcile.
 
-create/resume/update of a StreamApp and events of labelled driver pods all go to the operator's one
+Events of a StreamApp and of its labelled driver pod all go to the operator's one
 ``Reconciler`` (scheduler.py), which serialises and coalesces work per app, runs the blocking
 reconcile on its threads, schedules the next look and retries what failed: the handlers raise
 nothing, so kopf retries nothing. The reconciler is made at startup from what ``__main__`` put in
@@ -10,7 +10,7 @@ that one, and cleanup closes it.
 
 from __future__ import annotations
 
-import copy
+import asyncio
 import logging
 
 import kopf
@@ -19,15 +19,20 @@ from streamapp_api import GROUP, PLURAL, VERSION
 
 from . import names
 from .decide.world import Settings
+from .kubeapi import load_config
+from .leader import Election, LeaseTimes
 from .report import metrics
 from .scheduler import RESYNC_SECONDS, Reconciler
 
 SETTINGS, RESYNC, RECONCILER = "settings", "resync", "reconciler"  # keys of kopf's memo
+LEASE, ELECTION = "lease", "election"
 
 
-def operator_memo(settings: Settings, resync: float = RESYNC_SECONDS) -> kopf.Memo:
-    """What ``kopf.run(memo=...)`` hands the startup handler to build the reconciler from."""
-    return kopf.Memo({SETTINGS: settings, RESYNC: resync})
+def operator_memo(settings: Settings, resync: float = RESYNC_SECONDS,
+                  lease: tuple[str, LeaseTimes] | None = None) -> kopf.Memo:
+    """What ``kopf.run(memo=...)`` hands the startup handler to build the reconciler from. ``lease``:
+    the Lease ('NAMESPACE/NAME') and its times when replicas elect a leader; None: this one acts."""
+    return kopf.Memo({SETTINGS: settings, RESYNC: resync, LEASE: lease})
 
 
 def _reconciler(memo: kopf.Memo) -> Reconciler:
@@ -37,11 +42,19 @@ def _reconciler(memo: kopf.Memo) -> Reconciler:
 @kopf.on.startup()
 async def start_reconciler(memo: kopf.Memo, **_) -> None:
     settings = memo.get(SETTINGS) or Settings(default_image=names.DEFAULT_RUNTIME_IMAGE)
-    memo[RECONCILER] = Reconciler(settings, resync=memo.get(RESYNC, RESYNC_SECONDS))
+    lease = memo.get(LEASE)
+    reconciler = memo[RECONCILER] = Reconciler(settings, resync=memo.get(RESYNC, RESYNC_SECONDS), leading=lease is None)
+    if lease is not None:  # kopf watches and serves admission here from the start; reconciles wait for the Lease
+        loop = asyncio.get_running_loop()
+        memo[ELECTION] = Election(lease[0], load_config(), lambda: loop.call_soon_threadsafe(reconciler.lead),
+                                  times=lease[1])
+        memo[ELECTION].start()
 
 
 @kopf.on.cleanup()
 async def stop_reconciler(memo: kopf.Memo, **_) -> None:
+    if ELECTION in memo:
+        await asyncio.get_running_loop().run_in_executor(None, memo[ELECTION].release)
     if RECONCILER in memo:
         await _reconciler(memo).close()
 
@@ -58,23 +71,15 @@ def configure(settings: kopf.OperatorSettings, **_) -> None:
     settings.watching.label_selectors["", "v1", "pods"] = f"{names.LABEL_COMPONENT}=driver,{names.LABEL_APP}"
 
 
-@kopf.on.resume(GROUP, VERSION, PLURAL)
-@kopf.on.update(GROUP, VERSION, PLURAL)
-async def reconcile_app(namespace: str, name: str, memo: kopf.Memo, **_) -> None:
-    await _reconciler(memo).run(namespace, name)
-
-
-@kopf.on.create(GROUP, VERSION, PLURAL)
-async def reconcile_new_app(namespace: str, name: str, body: kopf.Body, memo: kopf.Memo, **_) -> None:
-    # An app without status has never been reconciled: its body from the event is enough to start.
-    created = copy.deepcopy(dict(body)) if not body.get("status") else None
-    await _reconciler(memo).run(namespace, name, created)
-
-
-@kopf.on.delete(GROUP, VERSION, PLURAL, optional=True)  # optional: no finalizer, deletion is never blocked
-async def forget_app(namespace: str, name: str, memo: kopf.Memo, **_) -> None:
-    _reconciler(memo).forget(namespace, name)
-    metrics.forget(namespace, name)
+# Every event of an app, not kopf's create/update/resume: those keep what was last handled in an
+# annotation of the app, which a replica that does not lead would write too, and the leader would then
+# miss the change. Events write nothing; the reconciler drops those that change nothing of the spec,
+# labels or annotations (its own status writes), and takes an app without status as new.
+@kopf.on.event(GROUP, VERSION, PLURAL)
+async def app_event(namespace: str, name: str, type: str | None, body: kopf.Body, memo: kopf.Memo, **_) -> None:  # noqa: A002 - kopf's name
+    await _reconciler(memo).app_event(namespace, name, type, dict(body))
+    if type == "DELETED":
+        metrics.forget(namespace, name)
 
 
 @kopf.on.event("", "v1", "pods", labels={names.LABEL_COMPONENT: "driver", names.LABEL_APP: kopf.PRESENT})

@@ -26,11 +26,16 @@ after each; driver metrics read in the background, never inside a reconcile.
   (added, scheduled) tell the decision nothing new.
 - **Driver metrics** are read after a reconcile that saw a running driver, at most every half resync;
   a changed reading asks for a reconcile, which folds it into status.
+- **App events that change nothing the user wrote** are dropped: the operator's own status writes come
+  back as events, and only a change of the spec, labels, annotations or deletion asks for a reconcile.
+- **Only the leader acts** (leader.py): a replica that does not lead only keeps the apps it hears of;
+  once it leads it reconciles each of them afresh.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import os
 import random
@@ -75,11 +80,22 @@ class _App:
     probe: PartitionProbe | None = None  # how to read the app's partition counts again
     kafka: Kafka | None = None  # what the last reconcile saw of them
     periodic: bool = False  # the timer set is the plain periodic look
+    essence: tuple | None = None  # what the user wrote of the app, as its last event had it
+
+
+def essence(body: dict) -> tuple:
+    """What of an app only its author changes: its spec (by its generation), labels, annotations and
+    deletion. Status is the operator's own."""
+    meta = body.get("metadata") or {}
+    return (meta.get("generation"), tuple(sorted((meta.get("labels") or {}).items())),
+            tuple(sorted((meta.get("annotations") or {}).items())), meta.get("deletionTimestamp"))
 
 
 class Reconciler:
-    def __init__(self, settings: Settings, resync: float = RESYNC_SECONDS, workers: int = WORKERS):
+    def __init__(self, settings: Settings, resync: float = RESYNC_SECONDS, workers: int = WORKERS,
+                 leading: bool = True):
         self.settings, self.resync, self.workers = settings, resync, workers
+        self.leading = leading  # False until leader election makes this replica the one that acts
         self.kube: Kube | None = None
         self.caches: Caches | None = None
         self.pool: ThreadPoolExecutor | None = None
@@ -92,15 +108,37 @@ class Reconciler:
             self.caches = Caches(PartitionCache(max_age=self.resync), ProgressCache(), ClaimEvents())
             self.pool = ThreadPoolExecutor(self.workers, thread_name_prefix="reconcile")
 
+    async def app_event(self, namespace: str, name: str, event_type: str | None, body: dict) -> None:
+        """A watch event of an app (``None``: kopf's listing at start)."""
+        if event_type == "DELETED":
+            self.forget(namespace, name)
+            return
+        app, now = self.apps.get((namespace, name)), essence(body)
+        if app is not None and app.essence == now:
+            return  # its status or a re-listing: nothing the decision was not told of
+        created = None
+        if app is None:  # the first this operator hears of it: without status, never reconciled
+            app = self.apps[(namespace, name)] = _App()
+            created = copy.deepcopy(body) if not body.get("status") else None
+        app.essence = now
+        await self.run(namespace, name, created)
+
+    def lead(self) -> None:
+        """This replica leads from now on: every app it knows is reconciled afresh."""
+        self.leading = True
+        log.warning("leading: reconciling %d apps", len(self.apps))
+        for namespace, name in list(self.apps):
+            self.requeue(namespace, name, 0)
+
     async def run(self, namespace: str, name: str, created: dict | None = None) -> None:
-        """``created``: the body of a create event of an app without status (see ``reconcile``); used
-        only when nothing about the app has reached this operator before."""
+        """``created``: the body of a create event of an app without status (see ``reconcile``), given
+        only by the first event of an app."""
         key = (namespace, name)
         app = self.apps.get(key)
         if app is None:
             app = self.apps[key] = _App()
-        else:
-            created = None
+        if not self.leading:
+            return  # known, for when this replica leads
         if app.waiting:
             return  # coalesced into the reconcile that is waiting
         app.waiting = True

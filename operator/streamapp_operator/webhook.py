@@ -72,16 +72,33 @@ class WebhookOptions:
     hosts: tuple[str, ...] = ()  # more names or IPs the API server uses (an operator outside the cluster)
     configuration: str | None = None  # the ValidatingWebhookConfiguration to put our CA into
     cert_dir: str | None = None  # tls.crt and tls.key from cert-manager: no CA of our own
+    ca_secret: str | None = None  # "namespace/name": the Secret the replicas share their CA by
 
 
-def serving_files(options: WebhookOptions) -> webhook_tls.ServingFiles:
+def serving_files(options: WebhookOptions, ca: webhook_tls.CertificateAuthority | None = None) -> webhook_tls.ServingFiles:
     if options.cert_dir:
         directory = Path(options.cert_dir)
         return webhook_tls.ServingFiles(directory / "ca.crt", directory / "tls.crt", directory / "tls.key")
     ips = [h for h in options.hosts if h.replace(".", "").isdigit() or ":" in h]
     dns = [*(webhook_tls.service_dns_names(options.service) if options.service else []),
            *(h for h in options.hosts if h not in ips)]
-    return webhook_tls.make_serving_files(Path(tempfile.mkdtemp(prefix="streamapp-webhook-")), dns, ips)
+    return webhook_tls.make_serving_files(Path(tempfile.mkdtemp(prefix="streamapp-webhook-")), dns, ips, ca)
+
+
+def shared_ca(kube: Kube, secret: str) -> webhook_tls.CertificateAuthority:
+    """The replicas' one CA, from the Secret ``secret`` ('namespace/name'); the first replica to find no
+    Secret makes the CA and creates it. Two that start together both try: the create that loses (409)
+    reads the winner's."""
+    namespace, _, name = secret.partition("/")
+    for _ in range(3):
+        found = kube.get("Secret", namespace, name)
+        if found is not None:
+            return webhook_tls.ca_from_secret(found)
+        ca = webhook_tls.new_ca()
+        if kube.create(webhook_tls.ca_secret(namespace, name, ca)) is not None:
+            log.info("admission webhook: made the CA in Secret %s", secret)
+            return ca
+    raise RuntimeError(f"Secret {secret}: created and deleted again while the operator started; start again")
 
 
 def inject_ca_bundle(kube: Kube, configuration: str, ca_pem: bytes) -> bool:
@@ -105,7 +122,8 @@ def enable(policy: Policy, options: WebhookOptions) -> None:
 
     @kopf.on.startup()
     def serve_admission(settings: kopf.OperatorSettings, **_) -> None:
-        files = serving_files(options)
+        shared = options.ca_secret and not options.cert_dir
+        files = serving_files(options, shared_ca(Kube(fan_out=1), options.ca_secret) if shared else None)
         settings.admission.server = kopf.WebhookServer(
             addr=options.address, port=options.port, certfile=str(files.cert), pkeyfile=str(files.key),
             cafile=str(files.ca) if files.ca.exists() else None)

@@ -100,3 +100,29 @@ def test_ca_bundle_patch_touches_only_webhooks_without_our_ca():
     assert webhook_tls.ca_bundle_patch(configuration, ca) == [
         {"op": "add", "path": "/webhooks/1/clientConfig/caBundle", "value": ours}]
     assert webhook_tls.ca_bundle_patch({"webhooks": [{"clientConfig": {"caBundle": ours}}]}, ca) == []
+
+
+def test_replicas_sharing_the_ca_secret_inject_one_bundle_that_trusts_each_ones_certificate(tmp_path):
+    secret = webhook_tls.ca_secret("ops", "op-webhook-ca", webhook_tls.new_ca())
+    assert secret["metadata"] == {"name": "op-webhook-ca", "namespace": "ops",
+                                  "labels": {"app.kubernetes.io/component": "webhook-ca"}}
+    first, second = (webhook_tls.make_serving_files(tmp_path / replica, ["op-webhook.ops.svc"], [],
+                                                    webhook_tls.ca_from_secret(secret)) for replica in ("a", "b"))
+    assert first.ca.read_bytes() == second.ca.read_bytes()  # the bundle each injects: nothing flaps
+    assert webhook_tls.ca_bundle_patch({"webhooks": [{"clientConfig": {}}]}, first.ca.read_bytes()) == \
+        webhook_tls.ca_bundle_patch({"webhooks": [{"clientConfig": {}}]}, second.ca.read_bytes())
+    assert first.cert.read_bytes() != second.cert.read_bytes()  # each signs its own
+    ca = x509.load_pem_x509_certificate(first.ca.read_bytes())
+    for files in (first, second):
+        x509.load_pem_x509_certificate(files.cert.read_bytes()).verify_directly_issued_by(ca)
+
+
+def test_a_secret_without_a_usable_ca_is_refused_by_name():
+    good = webhook_tls.ca_secret("ops", "ca", webhook_tls.new_ca())
+    other = webhook_tls.ca_secret("ops", "ca", webhook_tls.new_ca())
+    mismatched = {**good, "data": {"ca.crt": good["data"]["ca.crt"], "ca.key": other["data"]["ca.key"]}}
+    for secret, says in (({"metadata": {"name": "ca"}, "data": {"tls.crt": "eA=="}}, "holds no webhook CA"),
+                         ({**good, "data": {**good["data"], "ca.key": "bm90IGEga2V5"}}, "holds no webhook CA"),
+                         (mismatched, "is not the certificate of ca.key")):
+        with pytest.raises(ValueError, match=says):
+            webhook_tls.ca_from_secret(secret)
