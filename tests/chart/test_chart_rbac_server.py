@@ -111,3 +111,23 @@ def test_the_operator_account_creates_and_patches_an_apps_objects_itself(control
                                   "--type=merge", "-p", '{"metadata":{"labels":{"chart-test":"patched"}}}')
     pod = next(o for o in objects if o["kind"] == "Pod")
     control_plane.kubectl("-n", watched, "delete", *as_operator, "pod", pod["metadata"]["name"], "--wait=false")
+
+
+def test_the_operator_replicas_share_their_lease_and_webhook_ca_in_the_release_namespace_only(control_plane, installed_rbac):
+    from streamapp_testkit.operator_rbac import REPLICAS
+
+    user, watched, other = installed_rbac
+    release_ns = user.split(":")[2]
+    fullname = by_kind(render(), "Deployment")[0]["metadata"]["name"]
+    own = {"leases": fullname, "secrets": f"{fullname}-webhook-ca"}
+    shared = [(release_ns, g, r, v, own[r]) for g, r, v in sorted(REPLICAS) if v != "create"] + \
+             [(release_ns, g, r, "create") for g, r, v in sorted(REPLICAS) if v == "create"] + \
+             [(release_ns, "", "secrets", "get", own["secrets"]), (release_ns, "", "secrets", "create")]
+    allowed = _reviews(control_plane, user, shared)
+    assert all(allowed.values()), [k for k, v in allowed.items() if not v]
+    elsewhere = _reviews(control_plane, user, [
+        (release_ns, "coordination.k8s.io", "leases", "update", "another-controllers-lease"),
+        (release_ns, "coordination.k8s.io", "leases", "delete", fullname),
+        (release_ns, "", "secrets", "get", "another-secret"), (release_ns, "", "secrets", "list"),
+        (other, "coordination.k8s.io", "leases", "create"), (watched, "coordination.k8s.io", "leases", "update", fullname)])
+    assert not any(elsewhere.values()), [k for k, v in elsewhere.items() if v]

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from streamapp_testkit.chart_bed import ALL_ON, CHART, MONITORING_KINDS, NAMESPACE, PYTHONPATH, by_kind, dashboard, helm, one, render
-from streamapp_testkit.operator_rbac import granted, needed
+from streamapp_testkit.operator_rbac import REPLICAS, granted, needed
 
 pytestmark = pytest.mark.integration
 # Granted beyond what the code calls, on purpose: reading the status the operator patches, and
@@ -35,8 +35,8 @@ def test_default_render_is_namespaced():
     docs = render()
     kinds = sorted(d["kind"] for d in docs)
     assert kinds == ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "ConfigMap", "CustomResourceDefinition",
-                     "Deployment", "Role", "RoleBinding", "Service", "Service", "ServiceAccount",
-                     "ValidatingWebhookConfiguration"], kinds
+                     "Deployment", "PodDisruptionBudget", "Role", "Role", "RoleBinding", "RoleBinding", "Service",
+                     "Service", "ServiceAccount", "ValidatingWebhookConfiguration"], kinds
     webhook_role = one(docs, "ClusterRole", "-webhook")  # the only cluster-wide grant: its own configuration
     assert webhook_role["rules"] == [{"apiGroups": ["admissionregistration.k8s.io"],
                                       "resources": ["validatingwebhookconfigurations"],
@@ -57,7 +57,7 @@ def test_rbac_is_exactly_what_the_operator_needs():
         rules = [r for kind in ("Role", "ClusterRole") for d in by_kind(docs, kind) for r in d["rules"]]
         have = granted(rules)
         assert not need - have, f"{sets}: the operator's code needs {sorted(need - have)}"
-        extra = have - need - JUSTIFIED - (KOPF_SCANNING if sets else set())
+        extra = have - need - JUSTIFIED - REPLICAS - (KOPF_SCANNING if sets else set())
         assert not extra, f"{sets}: granted but never used: {sorted(extra)}"
         assert all(verb != "*" and res != "*" for _, res, verb in have)
         assert not {r for _, r, _ in have} & {"nodes", "namespaces"}
@@ -67,7 +67,8 @@ def test_rbac_is_exactly_what_the_operator_needs():
 
 def test_watch_namespaces_get_a_role_each_and_a_flag_each():
     docs = render("watchNamespaces={apps-a,apps-b}")
-    assert sorted(r["metadata"]["namespace"] for r in by_kind(docs, "Role")) == ["apps-a", "apps-b"]
+    roles = [r for r in by_kind(docs, "Role") if not r["metadata"]["name"].endswith("-replicas")]
+    assert sorted(r["metadata"]["namespace"] for r in roles) == ["apps-a", "apps-b"]
     for binding in by_kind(docs, "RoleBinding"):
         assert binding["subjects"][0]["namespace"] == NAMESPACE  # the operator's account lives in the release's
     args = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
@@ -106,7 +107,9 @@ def test_object_names_follow_helms_fullname_convention(release, sets, fullname):
 
 def test_cluster_wide_option():
     docs = render("rbac.clusterWide=true", *ALL_ON)
-    assert not by_kind(docs, "Role") and not by_kind(docs, "RoleBinding")
+    # only the replicas' Lease and CA Secret, in the release's namespace
+    assert [r["metadata"]["name"] for r in by_kind(docs, "Role") + by_kind(docs, "RoleBinding")] == \
+        ["streamapp-operator-replicas"] * 2
     binding = one(docs, "ClusterRoleBinding")
     assert binding["roleRef"]["name"] == one(docs, "ClusterRole")["metadata"]["name"]
     args = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
@@ -118,7 +121,8 @@ def test_deployment_probes_security_and_flags():
     deployment = one(render(), "Deployment")
     pod = deployment["spec"]["template"]["spec"]
     (container,) = pod["containers"]
-    assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"]["type"] == "Recreate"
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert f"--liveness=http://0.0.0.0:{ports['health']}/healthz" in container["args"]
     assert f"--metrics-port={ports['metrics']}" in container["args"]
@@ -268,3 +272,30 @@ def test_without_a_registry_the_images_are_the_ones_make_images_tags():
     container = one(render(), "Deployment")["spec"]["template"]["spec"]["containers"][0]
     assert container["image"] == f"streamapp/operator:{__version__}"
     assert f"--runtime-image=streamapp/runtime:{__version__}" in container["args"]
+
+
+def test_replicas_elect_a_leader_share_the_webhook_ca_and_spread_over_nodes():
+    docs = render()
+    deployment = one(docs, "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    args, env = pod["containers"][0]["args"], pod["containers"][0]["env"]
+    fullname = deployment["metadata"]["name"]
+    assert f"--leader-election={NAMESPACE}/{fullname}" in args
+    assert f"--webhook-ca-secret={NAMESPACE}/{fullname}-webhook-ca" in args
+    assert {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}} in env
+    (term,) = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert term["podAffinityTerm"]["labelSelector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
+    budget = one(docs, "PodDisruptionBudget")
+    assert budget["spec"] == {"maxUnavailable": 1, "selector": deployment["spec"]["selector"]}
+    role = one(docs, "Role", "-replicas")
+    assert role["metadata"]["namespace"] == NAMESPACE
+    assert granted(role["rules"]) == REPLICAS | {("", "secrets", "get"), ("", "secrets", "create")}
+    assert {n for r in role["rules"] for n in r.get("resourceNames", [])} == {fullname, f"{fullname}-webhook-ca"}
+
+    single = render("operator.replicas=1", "webhook.certManager.enabled=true", "affinity.nodeAffinity.x=y")
+    assert not by_kind(single, "PodDisruptionBudget")  # a budget of one pod would block every drain
+    assert one(single, "Deployment")["spec"]["template"]["spec"]["affinity"] == {"nodeAffinity": {"x": "y"}}
+    assert granted(one(single, "Role", "-replicas")["rules"]) == REPLICAS  # cert-manager's certificate: no CA Secret
+    assert not [a for a in one(single, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+                if a.startswith("--webhook-ca-secret")]

@@ -62,7 +62,7 @@ def by_kind(docs: list[dict], kind: str) -> list[dict]:
 
 
 # Objects of the admission webhook and the policy sit beside the operator's own of the same kinds.
-SIDE_OBJECTS = ("-webhook", "-policy")
+SIDE_OBJECTS = ("-webhook", "-policy", "-replicas")
 
 
 def one(docs: list[dict], kind: str, suffix: str | None = None) -> dict:

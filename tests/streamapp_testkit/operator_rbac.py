@@ -23,6 +23,11 @@ KOPF = {("streamapp.io", "streamapps", v) for v in ("list", "watch", "patch")} |
        {("", "pods", v) for v in ("list", "watch")} | {("", "events", "create")}
 
 
+# The operator replicas, in the release's namespace only: the leader election Lease (leader.py, through
+# the kubernetes client's elector rather than kube.*).
+REPLICAS = {("coordination.k8s.io", "leases", v) for v in ("get", "create", "update")}
+
+
 def resource(kind: str, subresource: str | None = None) -> tuple[str, str]:
     from streamapp_operator import kubeapi
 
