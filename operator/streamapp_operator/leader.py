@@ -8,9 +8,9 @@ others try every retry period and take it once its holder has not renewed it for
 - **Becoming the leader** calls ``on_leading`` (from the elector's thread).
 - **Losing the Lease** (no renewal within the renew deadline: the API server unreachable, the process
   starved) ends the process at once, as controller-runtime does: a replica that may no longer lead
-  never acts again, not even a reconcile already under way. The renew deadline is shorter than the
-  lease duration, so it is gone before another replica may take the Lease; its pod restarts as a
-  follower.
+  never acts again, not even a reconcile already under way. The renew deadline and a retry period are
+  shorter than the lease duration, so it is gone before another replica may take the Lease; its pod
+  restarts as a follower.
 - **A graceful stop** (``release``) gives the Lease up, so that another replica takes it within a
   retry period rather than a lease duration (a rolling update).
 """
@@ -46,8 +46,11 @@ class LeaseTimes:
             out.append("the retry period must be at least 1 s")
         if self.renew_deadline <= 1.2 * self.retry_period:  # the elector's own rule: room for a retry
             out.append("the renew deadline must be longer than 1.2 retry periods")
-        if self.duration <= self.renew_deadline:
-            out.append("the lease duration must be longer than the renew deadline (else two replicas may act at once)")
+        # A leader learns it lost the Lease a retry period and a renew deadline after its last renewal at
+        # the latest; another replica may take it a lease duration after that renewal.
+        if self.duration <= self.renew_deadline + self.retry_period:
+            out.append("the lease duration must be longer than the renew deadline and a retry period "
+                       "(else two replicas may act at once)")
         return out
 
 

@@ -5,6 +5,7 @@ admission webhook with certificates of one CA (a Secret they share). The leader 
 - never two driver pods of one app at once (a watch of every driver pod);
 - every app ends on its last spec (executor count) with one running driver;
 - the other replica takes over: the time from the kill to its first reconciles, p50 and p99, printed;
+- a leader whose Lease is taken from it stops within its renew deadline;
 - no apply is refused: the webhook configuration points at the replica that survives each kill (the
   test bed has no Service to spread the API server's calls), so every edit made while the leader is
   dead goes through the other replica's webhook, trusted by the bundle either replica injected.
@@ -23,6 +24,7 @@ import threading
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
 
 import pytest
 
@@ -39,7 +41,7 @@ LEADS = "leading: reconciling"  # the leader's first line (scheduler.Reconciler.
 CONNECTED = "Initial authentication has finished"
 # Lease duration, renew deadline, retry period: shorter than the defaults (15, 10, 2) to keep the test
 # short; the takeover follows the lease duration. STREAMAPP_TEST_LEASE=15,10,2 measures the defaults.
-LEASE = tuple(int(s) for s in os.environ.get("STREAMAPP_TEST_LEASE", "4,3,1").split(","))
+LEASE = tuple(int(s) for s in os.environ.get("STREAMAPP_TEST_LEASE", "5,3,1").split(","))
 LEASE_TIMES = ("--leader-election-lease-duration", str(LEASE[0]), "--leader-election-renew-deadline", str(LEASE[1]),
                "--leader-election-retry-period", str(LEASE[2]))
 
@@ -207,6 +209,25 @@ def admission_answer(port: int, bundle: str, app: dict) -> dict:
         return json.loads(response.read())["response"]
 
 
+def lose_the_lease(cluster, holder: Replica, lease_path: str) -> float:
+    """The Lease taken from its holder (as when it could not renew it in time): seconds until the
+    holder's process has ended."""
+
+    def steal() -> bool:
+        lease = cluster.kube.request("GET", lease_path)
+        lease["spec"].update(holderIdentity="someone-else",
+                             renewTime=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
+        cluster.kube.request("PUT", lease_path, body=lease)  # its resourceVersion: a renewal in between is a 409
+        return True
+
+    wait_for("the Lease taken", steal, timeout=10, every=0.1)
+    taken_at = time.monotonic()
+    wait_for("the replica that lost the Lease stopped", lambda: holder.operator.proc.proc.poll() is not None,
+             timeout=LEASE[1] + LEASE[2] + 10, every=0.1)
+    assert "lost Lease" in holder.operator.log_text()
+    return time.monotonic() - taken_at
+
+
 def percentile(values: list[float], share: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
@@ -279,6 +300,7 @@ def test_the_leader_killed_five_times_under_load(own_namespace, kafka, control_p
         wait_for("every app on its last spec with a running driver", converged, timeout=180, every=1)
         bundles.add(ca_bundle(control_plane, webhook))
         answers = [admission_answer(r.port, next(iter(bundles)), simple_app("probe", ns, kafka.bootstrap, topic)) for r in replicas]
+        lost = lose_the_lease(cluster, leader(), f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/streamapp-operator")
     except BaseException:
         for replica in replicas:
             print(f"replica {replica.label}:\n{replica.operator.log_tail(60)}")
@@ -294,11 +316,13 @@ def test_the_leader_killed_five_times_under_load(own_namespace, kafka, control_p
     p50, p99 = statistics.median(takeovers), percentile(takeovers, 0.99)
     print(f"\ntakeover (leader SIGKILLed -> another replica reconciling), {len(takeovers)} kills, lease {LEASE[0]} s / "
           f"renew {LEASE[1]} s / retry {LEASE[2]} s: p50 {p50:.2f} s, p99 {p99:.2f} s (max {max(takeovers):.2f} s); "
-          f"{churn.edits} edits, {churn.failures} driver failures, {watch.created} drivers created")
+          f"{churn.edits} edits, {churn.failures} driver failures, {watch.created} drivers created; a leader whose "
+          f"Lease was taken stopped after {lost:.2f} s")
     assert watch.violations == [], watch.violations[:5]
     assert churn.refused == [], churn.refused[:5]
     assert len(bundles) == 1, "the injected CA bundle changed between restarts"
     assert all(a["allowed"] for a in answers), answers
+    assert lost < LEASE[1] + LEASE[2] + 1, lost  # within its renew deadline: before another may take the Lease
     assert len(takeovers) == KILLS and p99 < LEASE[0] + LEASE[2] + 2, takeovers  # a lease duration, a retry, slack
     # while no replica led, edits went on through the survivor's webhook
     assert all(any(start <= t <= end for t in churn.admitted) for start, end in leaderless), leaderless

@@ -14,12 +14,14 @@ from streamapp_operator.leader import LeaseTimes, parse_lease
 from streamapp_operator.scheduler import Reconciler, essence
 
 pytestmark = pytest.mark.unit
+TOO_SHORT = "the lease duration must be longer than the renew deadline and a retry period (else two replicas may act at once)"
 
 
 @pytest.mark.parametrize(("times", "problems"), [
     (LeaseTimes(), []),  # client-go's 15 / 10 / 2
-    (LeaseTimes(4, 3, 1), []),
-    (LeaseTimes(10, 10, 2), ["the lease duration must be longer than the renew deadline (else two replicas may act at once)"]),
+    (LeaseTimes(5, 3, 1), []),
+    (LeaseTimes(4, 3, 1), [TOO_SHORT]),  # the leader may learn it lost the Lease just as another takes it
+    (LeaseTimes(10, 10, 2), [TOO_SHORT]),
     (LeaseTimes(15, 2, 2), ["the renew deadline must be longer than 1.2 retry periods"]),
     (LeaseTimes(15, 10, 0), ["the retry period must be at least 1 s"]),
 ])
