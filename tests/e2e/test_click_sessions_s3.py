@@ -13,7 +13,7 @@ import re
 import pytest
 
 from streamapp_testkit.e2e_clicks import (APP, CLASS, NS, PG_SECRET, RUN, TRIGGER, Rounds, app_object, new_driver, running)  # fmt: skip
-from streamapp_testbed.waiting import wait_for
+from streamapp_testbed.waiting import NotYet, wait_for
 from streamapp_testbed import cluster_apps, kafka_admin
 from streamapp_testbed.s3 import REGION
 
@@ -70,3 +70,68 @@ def test_click_sessions_on_an_object_store_checkpoint_survive_a_driver_loss(oper
         # The first app stays suspended: the e2e tests that follow (test_failures) need the node's room
         # too, and a resumed driver would only be stopped again.
         c.kubectl("delete", "streamapp", S3_APP, "-n", NS, "--wait=true", "--timeout=120s", check=False)
+
+
+def _counting_app(c, store, bucket: str, name: str, source: str, **state) -> dict:
+    """A small app counting the records of each value, its checkpoint in the bucket, one executor."""
+    return {"apiVersion": "streamapp.io/v1alpha1", "kind": "StreamApp", "metadata": {"name": name, "namespace": NS},
+            "spec": {"kafka": {"bootstrapServers": c.kafka_bootstrap},
+                     "sources": [{"name": "lines", "topic": source, "format": "string", "startingOffsets": "earliest"}],
+                     "streams": [{"name": "counts", "from": "lines", "steps": [
+                         {"aggregate": {"groupBy": ["value"], "columns": {"total": "count(*)"}}}], "emit": "updates"}],
+                     "sinks": [{"from": "counts", "kafka": {"topic": f"{source}-{name}"}}],
+                     "executors": 1, "driver": {"cores": 1, "memory": "1g"}, "executor": {"cores": 1, "memory": "1g"},
+                     "sparkConf": {"spark.kubernetes.executor.request.cores": "250m"},
+                     "state": {"checkpoint": {"location": f"{bucket}/{NS}/{name}", "s3": {
+                         "endpoint": store.endpoint, "region": REGION, "pathStyleAccess": True,
+                         "secretRef": {"name": S3_SECRET}}}, **state}}}
+
+
+def _counts(c, topic: str, expected: dict[str, int]) -> dict[str, int]:
+    """The last count written per value, once it is ``expected`` (else what it was, in the failure)."""
+    def read():
+        latest: dict[str, int] = {}
+        for _key, value in kafka_admin.consume_all(c.kafka_bootstrap, topic, timeout=20):
+            row = json.loads(value)
+            latest[row["value"]] = row["total"]
+        return latest if latest == expected else NotYet(f"{topic}: {latest}")
+    return wait_for(f"{topic}'s counts {expected}", read, timeout=420, every=5)
+
+
+def test_blue_green_a_new_app_starts_from_the_old_ones_snapshot(operator, cluster_object_store):
+    """docs/operator.md's blue/green recipe as a user runs it: snapshot the running app, suspend it, apply
+    the new version as a new app restoring from that snapshot, delete the old app. The new app's counts
+    go on from the old one's state: each record counted once, before and after the switch."""
+    c, store = operator, cluster_object_store
+    c.kubectl("patch", "streamapp", APP, "-n", NS, "--type=merge", "-p", '{"spec": {"suspend": true}}', check=False)
+    bucket = store.create_bucket(f"bluegreen-{RUN}")
+    c.apply({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": S3_SECRET, "namespace": NS},
+             "stringData": {"AWS_ACCESS_KEY_ID": store.access_key, "AWS_SECRET_ACCESS_KEY": store.secret_key}})
+    source, blue, green = f"bluegreen-{RUN}", "counts-blue", "counts-green"
+    kafka_admin.create_topic(c.kafka_bootstrap, source, partitions=1)
+    kafka_admin.produce(c.kafka_bootstrap, source, [(None, v) for v in ["a", "b", "b"]])
+    try:
+        c.apply(_counting_app(c, store, bucket, blue, source))
+        _counts(c, f"{source}-{blue}", {"a": 1, "b": 2})
+
+        # 1. a snapshot of the running app
+        c.kubectl("patch", "sapp", blue, "-n", NS, "--type=merge", "-p", '{"spec":{"state":{"snapshotNonce":"cutover"}}}')
+        c.kubectl("wait", f"sapp/{blue}", "-n", NS, "--for=jsonpath={.status.state.lastSnapshot.name}=cutover",
+                  "--timeout=300s")
+        # 2. the old app suspended (a 2-core node runs one driver), the new one beside it from the snapshot
+        c.kubectl("patch", "sapp", blue, "-n", NS, "--type=merge", "-p", '{"spec":{"suspend":true}}')
+        wait_for(f"{blue} without pods", lambda: not running(c, "driver", blue), timeout=300, every=2)
+        kafka_admin.produce(c.kafka_bootstrap, source, [(None, v) for v in ["a", "c"]])
+        c.apply(_counting_app(c, store, bucket, green, source, restoreFrom={"app": blue, "snapshot": "cutover"}))
+        # the new app writes the values it reads, counted on from the old app's state: a was 1 there
+        _counts(c, f"{source}-{green}", {"a": 2, "c": 1})
+        restored = app_object(c, green)["status"]["state"]["restoreFrom"]
+        assert restored["location"] == f"{bucket}/{NS}/{blue}/snapshots/cutover", restored
+
+        # 3. the old app deleted: the new one keeps its state and goes on
+        c.kubectl("delete", "sapp", blue, "-n", NS, "--wait=true", "--timeout=120s")
+        kafka_admin.produce(c.kafka_bootstrap, source, [(None, "b")])
+        _counts(c, f"{source}-{green}", {"a": 2, "b": 3, "c": 1})  # b's 2 came with the snapshot
+    finally:
+        for name in (blue, green):
+            c.kubectl("delete", "streamapp", name, "-n", NS, "--wait=true", "--timeout=120s", check=False)

@@ -27,7 +27,7 @@ def _app(c, name: str, topic: str, **spec) -> dict:
                     "sources": [{"name": "lines", "topic": topic, "format": "string", "startingOffsets": "earliest"}],
                     "streams": [{"name": "counts", "from": "lines", "steps": [
                         {"filter": "cast(value as int) > 0"},
-                        {"aggregate": {"groupBy": ["value"], "columns": {"n": "count(*)"}}}], "emit": "updates"}],
+                        {"aggregate": {"groupBy": ["value"], "columns": {"total": "count(*)"}}}], "emit": "updates"}],
                     "sinks": [{"from": "counts", "kafka": {"topic": f"{topic}-out"}}],
                     "executors": 1, "driver": {"cores": 1, "memory": "1g"}, "executor": {"cores": 1, "memory": "1g"},
                     "sparkConf": {"spark.kubernetes.executor.request.cores": "250m"},
@@ -156,7 +156,7 @@ def _latest_counts(c, topic: str, expect_total: int) -> dict[str, int]:
         latest: dict[str, int] = {}
         for _key, value in kafka_admin.consume_all(c.kafka_bootstrap, topic, timeout=20):
             row = json.loads(value)
-            latest[row["value"]] = row["n"]
+            latest[row["value"]] = row["total"]
         return latest if sum(latest.values()) == expect_total else NotYet(f"counts so far: {latest}")
     return wait_for(f"{topic}'s counts adding up to {expect_total}", read, timeout=300, every=5)
 
@@ -172,7 +172,7 @@ def test_a_change_that_fails_is_rolled_back_to_the_stable_spec_and_its_state(ope
     sent = ["1", "2", "2"]
     kafka_admin.produce(c.kafka_bootstrap, source, [(None, v) for v in sent])
     counting = lambda condition: [{"name": "counts", "from": "lines", "steps": [  # noqa: E731
-        {"filter": condition}, {"aggregate": {"groupBy": ["value"], "columns": {"n": "count(*)"}}}], "emit": "updates"}]
+        {"filter": condition}, {"aggregate": {"groupBy": ["value"], "columns": {"total": "count(*)"}}}], "emit": "updates"}]
     _app(c, name, source, streams=counting("length(value) > 0"), upgrade={"rollback": True, "healthWindow": "30s"})
     _started(c, name)
     wait_for("generation 1 stable", lambda: _stable(c, name, 1), timeout=300, every=3)
