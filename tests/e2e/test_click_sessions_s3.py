@@ -79,7 +79,8 @@ def _counting_app(c, store, bucket: str, name: str, source: str, **state) -> dic
                      "sources": [{"name": "lines", "topic": source, "format": "string", "startingOffsets": "earliest"}],
                      "streams": [{"name": "counts", "from": "lines", "steps": [
                          {"aggregate": {"groupBy": ["value"], "columns": {"total": "count(*)"}}}], "emit": "updates"}],
-                     "sinks": [{"from": "counts", "kafka": {"topic": f"{source}-{name}"}}],
+                     # named: the new app's query finds the old one's state in the snapshot by this name
+                     "sinks": [{"name": "counts", "from": "counts", "kafka": {"topic": f"{source}-{name}"}}],
                      "executors": 1, "driver": {"cores": 1, "memory": "1g"}, "executor": {"cores": 1, "memory": "1g"},
                      "sparkConf": {"spark.kubernetes.executor.request.cores": "250m"},
                      "state": {"checkpoint": {"location": f"{bucket}/{NS}/{name}", "s3": {

@@ -16,6 +16,7 @@ leaves it behind, and the next start deletes the half-copied root and restores a
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 import logging
 from typing import Literal
 
@@ -73,6 +74,28 @@ def recorded_id(text: str | None) -> str | None:
     return restore_id if isinstance(restore_id, str) else None
 
 
+def unmatched(queries: list[str], held: Iterable[str]) -> list[str]:
+    """The app's queries the snapshot holds no checkpoint of (they would start from startingOffsets). Pure."""
+    return [q for q in queries if q not in set(held)]
+
+
+def _check_queries(app, source: str, batches: dict[str, int]) -> None:
+    """A snapshot is matched to the app's queries by name: one sharing none of them is refused (sinks
+    named otherwise, say an app writing to its own topics, would start afresh, their state left behind);
+    a query it lacks alone (a sink added) starts from startingOffsets, and the log says so."""
+    queries = [sink.query_name for sink in app.spec.sinks]
+    missing = unmatched(queries, batches)
+    held = ", ".join(sorted(batches)) or "none"
+    if missing and len(missing) == len(queries):
+        raise RestoreRefused(
+            f"{FIELD}: {source} holds the queries {held}, none of this app's ({', '.join(queries)}): a query's "
+            "state is found by its sink's name (spec.sinks[].name; without one, named after its input and "
+            "target): give the sinks the names they have in the app that took the snapshot")
+    if missing:
+        log.warning("restore from %s: no checkpoint of %s there (it holds %s): they start from startingOffsets",
+                    source, ", ".join(missing), held)
+
+
 def at_start(app, root: str, base: str, environ: dict[str, str], fence: Fence) -> None:
     """Restore the generation at ``root`` from the snapshot ``app`` (or the operator) names, when it
     holds no checkpoint yet, or replace its checkpoint when a restore id asks to. RestoreRefused when
@@ -94,6 +117,7 @@ def at_start(app, root: str, base: str, environ: dict[str, str], fence: Fence) -
     except Refused as exc:
         missing = not files.names(source)
         raise RestoreRefused(f"{FIELD}: {source}: no snapshot there" if missing else f"{FIELD}: {exc}") from exc
+    _check_queries(app, source, batches)
     if todo == "replace":
         log.warning("restore id %s: replacing checkpoint %s with snapshot %s", restore_id, root, source)
     elif todo == "again":

@@ -231,3 +231,15 @@ def test_where_a_generation_is_restored_from():
         == "s3a://b/other/snapshots/s1"
     with pytest.raises(restoring.RestoreRefused, match=r"^spec\.state\.restoreFrom\.app: 'other'"):
         restoring.location(RestoreFrom(snapshot="s1", app="other"), "a", "/data", {})
+
+
+def test_a_snapshot_sharing_no_query_with_the_app_is_refused_naming_the_sinks():
+    from streamapp_testkit.operator_apps import app as make_app
+
+    named = make_app(sinks=[{"name": "totals", "from": "big", "kafka": {"topic": "big-orders"}},
+                            {"name": "audit", "from": "orders", "kafka": {"topic": "audit"}}])
+    assert restoring.unmatched(["totals", "audit"], {"totals": 4}) == ["audit"]
+    restoring._check_queries(named, "s3a://b/app/snapshots/x", {"totals": 4})  # a sink added: it starts afresh
+    with pytest.raises(restoring.RestoreRefused, match=r"holds the queries big-blue, none of this app's "
+                                                       r"\(totals, audit\).*spec\.sinks\[\]\.name"):
+        restoring._check_queries(named, "s3a://b/app/snapshots/x", {"big-blue": 4})
