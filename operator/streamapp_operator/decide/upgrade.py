@@ -102,8 +102,7 @@ def verdict(obs: Observed, app: StreamApp, stable_app: StreamApp | None, now: da
     failure = _failure(obs, started, window, now) if started is not None else None
     if failure is not None and app.spec.upgrade.rollback and stable_app is not None:
         return _roll_back(obs, app, stable_app, upgrade, watching, failure, now)
-    if failure is None and _healthy(obs, started, window, now) and obs.applied is not None \
-            and obs.applied.spec is not None:
+    if failure is None and _healthy(obs, started, window, now) and _runs_this_generation(obs, app):
         text = spec_json(obs.applied.spec)
         if len(text) <= SPEC_LIMIT:
             upgrade.update(lastStableGeneration=obs.generation, lastStableSpec=text)
@@ -121,6 +120,13 @@ def _due(obs: Observed, started: datetime | None, window: timedelta, now: dateti
         return None  # nothing watched, and this generation is recorded stable already
     later = [m - now for m in moments if m > now]
     return min(later) + timedelta(seconds=1) if later else None
+
+
+def _runs_this_generation(obs: Observed, app: StreamApp) -> bool:
+    """The driver runs this generation's spec: not the one before a change it is still to be restarted for
+    (while the snapshot before it is taken, the old driver is Ready, but its spec is the old one)."""
+    applied = obs.applied.spec if obs.applied is not None else None
+    return applied is not None and classify_change(applied, app.spec).kind in ("ignore", "rescale")
 
 
 def _running(stable_app: StreamApp, app: StreamApp) -> StreamApp:

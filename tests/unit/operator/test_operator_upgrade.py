@@ -68,6 +68,7 @@ def test_a_ready_driver_is_asked_for_a_snapshot_and_kept_until_it_reports_it():
     progressing = next(c for c in first.status["conditions"] if c["type"] == "Progressing")
     assert progressing["reason"] == "SnapshotBeforeRestart" and name in progressing["message"]
     assert "SnapshotRequested" in reasons(first)
+    assert first.status["upgrade"]["lastStableGeneration"] == 1  # the Ready driver runs generation 1's spec
 
     asked = world(status=first.status, **NEW)
     later = plan(asked, SETTINGS, Memory(), NOW + 10 * SEC)
