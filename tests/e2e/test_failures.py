@@ -161,6 +161,11 @@ def _latest_counts(c, topic: str, expect_total: int) -> dict[str, int]:
     return wait_for(f"{topic}'s counts adding up to {expect_total}", read, timeout=300, every=5)
 
 
+# Long enough for a driver to start on a loaded 2-core node (its JVM, Python, executors): the window is
+# also how long a changed driver has to become Ready.
+WINDOW = "90s"
+
+
 def test_a_change_that_fails_is_rolled_back_to_the_stable_spec_and_its_state(operator, topic):
     """spec.upgrade.rollback: a change whose driver never gets Ready (an image that cannot be pulled) and
     one that fails after its first batches (a cast Spark refuses, on a record sent then) each go back to
@@ -173,37 +178,39 @@ def test_a_change_that_fails_is_rolled_back_to_the_stable_spec_and_its_state(ope
     kafka_admin.produce(c.kafka_bootstrap, source, [(None, v) for v in sent])
     counting = lambda condition: [{"name": "counts", "from": "lines", "steps": [  # noqa: E731
         {"filter": condition}, {"aggregate": {"groupBy": ["value"], "columns": {"total": "count(*)"}}}], "emit": "updates"}]
-    _app(c, name, source, streams=counting("length(value) > 0"), upgrade={"rollback": True, "healthWindow": "30s"})
-    _started(c, name)
-    wait_for("generation 1 stable", lambda: _stable(c, name, 1), timeout=300, every=3)
-    assert _latest_counts(c, f"{source}-out", 3) == {"1": 1, "2": 2}
+    _app(c, name, source, streams=counting("length(value) > 0"), upgrade={"rollback": True, "healthWindow": WINDOW})
+    try:
+        _started(c, name)
+        wait_for("generation 1 stable", lambda: _stable(c, name, 1), timeout=420, every=3)
+        assert _latest_counts(c, f"{source}-out", 3) == {"1": 1, "2": 2}
 
-    # 1. never Ready: the image cannot be pulled
-    c.kubectl("patch", "sapp", name, "-n", NS, "--type=merge", "-p", json.dumps(
-        {"spec": {"image": f"docker.io/streamapp/runtime:{VERSION}-does-not-exist", "imagePullPolicy": "Never"}}))
-    status = wait_for("generation 2 rolled back", lambda: _rolled_back(c, name, 2), timeout=420, every=3)
-    rollback = status["upgrade"]["rollback"]
-    assert rollback["toGeneration"] == 1 and "not Ready within healthWindow" in rollback["reason"], rollback
-    assert rollback["snapshot"].startswith("pre-2-"), rollback  # the stable driver's snapshot before the change
-    assert json.loads(rollback["failedSpec"])["image"].endswith("-does-not-exist")
-    assert "does-not-exist" not in _driver(c, name)["spec"]["containers"][0]["image"]  # the stable spec runs
-    events = c.kubectl("get", "events", "-n", NS, "--field-selector",
-                       f"involvedObject.kind=StreamApp,involvedObject.name={name},reason=RolledBack").stdout
-    assert "generation 2 did not become healthy" in events, events
+        # 1. never Ready: the image cannot be pulled
+        c.kubectl("patch", "sapp", name, "-n", NS, "--type=merge", "-p", json.dumps(
+            {"spec": {"image": f"docker.io/streamapp/runtime:{VERSION}-does-not-exist", "imagePullPolicy": "Never"}}))
+        status = wait_for("generation 2 rolled back", lambda: _rolled_back(c, name, 2), timeout=420, every=3)
+        rollback = status["upgrade"]["rollback"]
+        assert rollback["toGeneration"] == 1 and "not Ready within healthWindow" in rollback["reason"], rollback
+        assert rollback["snapshot"].startswith("pre-2-"), rollback  # the stable driver's snapshot before the change
+        assert json.loads(rollback["failedSpec"])["image"].endswith("-does-not-exist")
+        assert "does-not-exist" not in _driver(c, name)["spec"]["containers"][0]["image"]  # the stable spec runs
+        events = c.kubectl("get", "events", "-n", NS, "--field-selector",
+                           f"involvedObject.kind=StreamApp,involvedObject.name={name},reason=RolledBack").stdout
+        assert "generation 2 did not become healthy" in events, events
 
-    # 2. fails after its first batches: a cast of a record sent once it runs
-    c.kubectl("patch", "sapp", name, "-n", NS, "--type=merge", "-p", json.dumps(
-        {"spec": {"image": None, "imagePullPolicy": None, "streams": counting("cast(value as int) > 1")}}))
-    wait_for("generation 3's driver Ready", lambda: (s := _status(c, name)).get("observedGeneration") == 3 and any(
-        x["type"] == "Ready" and x["status"] == "True" for x in s.get("conditions", []))
-        and (s.get("upgrade") or {}).get("watching", {}).get("generation") == 3 or NotYet(str(s.get("upgrade"))),
-        timeout=300, every=2)
-    more = ["1", "1", "3"]  # the changed filter drops the 1s: counted only if the stable spec gets them back
-    kafka_admin.produce(c.kafka_bootstrap, source, [(None, v) for v in more])
-    time.sleep(5)  # a batch of the changed spec commits them
-    kafka_admin.produce(c.kafka_bootstrap, source, [(None, "abc")])
-    status = wait_for("generation 3 rolled back", lambda: _rolled_back(c, name, 3), timeout=420, every=3)
-    rollback = status["upgrade"]["rollback"]
-    assert "CAST_INVALID_INPUT" in rollback["reason"] and rollback["snapshot"].startswith("pre-3-"), rollback
-    assert _latest_counts(c, f"{source}-out", 7) == {"1": 3, "2": 2, "3": 1, "abc": 1}
-    _gone(c, name)
+        # 2. fails after its first batches: a cast of a record sent once it runs
+        c.kubectl("patch", "sapp", name, "-n", NS, "--type=merge", "-p", json.dumps(
+            {"spec": {"image": None, "imagePullPolicy": None, "streams": counting("cast(value as int) > 1")}}))
+        wait_for("generation 3's driver Ready", lambda: (s := _status(c, name)).get("observedGeneration") == 3 and any(
+            x["type"] == "Ready" and x["status"] == "True" for x in s.get("conditions", []))
+            and (s.get("upgrade") or {}).get("watching", {}).get("generation") == 3 or NotYet(str(s.get("upgrade"))),
+            timeout=300, every=2)
+        more = ["1", "1", "3"]  # the changed filter drops the 1s: counted only if the stable spec gets them back
+        kafka_admin.produce(c.kafka_bootstrap, source, [(None, v) for v in more])
+        time.sleep(5)  # a batch of the changed spec commits them
+        kafka_admin.produce(c.kafka_bootstrap, source, [(None, "abc")])
+        status = wait_for("generation 3 rolled back", lambda: _rolled_back(c, name, 3), timeout=420, every=3)
+        rollback = status["upgrade"]["rollback"]
+        assert "CAST_INVALID_INPUT" in rollback["reason"] and rollback["snapshot"].startswith("pre-3-"), rollback
+        assert _latest_counts(c, f"{source}-out", 7) == {"1": 3, "2": 2, "3": 1, "abc": 1}
+    finally:
+        _gone(c, name)

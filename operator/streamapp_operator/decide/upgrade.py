@@ -257,7 +257,7 @@ def _skipped(obs: Observed, name: str, spec: StreamAppSpec, waited: timedelta) -
     pod, progress = obs.driver.pod, obs.progress
     if not (pod.state == "running" and pod.ready):
         return "the driver is not Ready, so it cannot take one (the last snapshot taken is the way back)"
-    if progress.read_at is None:
+    if progress.unanswered:
         return "the driver's metrics do not answer, so a snapshot could not be seen"
     failed = progress.snapshot_failure
     if failed is not None and failed.name == name:

@@ -88,7 +88,8 @@ class Progress:
     executors_target: int | None = None  # the count the driver has applied (None: a runtime that does not say)
     snapshot: SnapshotTaken | None = None
     snapshot_failure: SnapshotFailed | None = None
-    read_at: datetime | None = None  # when this was read from the driver (None: it did not answer)
+    read_at: datetime | None = None  # when this was read from the driver (None: not read, or it did not answer)
+    unanswered: bool = False  # it was read and did not answer (not merely: not read yet)
 
 
 @dataclass(frozen=True)

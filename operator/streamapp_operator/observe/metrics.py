@@ -179,9 +179,9 @@ def observe(pod_ip: str | None, timeout: float = TIMEOUT, port: int = names.METR
         async with session(1) as http:
             text = await read_text(http, pod_ip, port, timeout)
         try:
-            return Progress() if text is None else replace(parse(text), read_at=datetime.now(timezone.utc))
+            return Progress(unanswered=True) if text is None else replace(parse(text), read_at=datetime.now(timezone.utc))
         except ValueError:
-            return Progress()
+            return Progress(unanswered=True)
 
     return asyncio.run(once())
 
@@ -201,8 +201,10 @@ class ProgressCache:
     def latest(self, key: tuple[str, str], uid: str | None) -> Progress:
         with self._lock:
             seen = self._latest.get(key)
-        if not seen or seen[0] != uid or seen[1] == Progress():
-            return Progress()
+        if not seen or seen[0] != uid:
+            return Progress()  # not read yet: a driver just started, or a reading still to come
+        if seen[1] == Progress():
+            return Progress(unanswered=True)
         # when it was read, on the wall clock (stored on the monotonic one, which ignores clock steps)
         return replace(seen[1], read_at=datetime.now(timezone.utc) - timedelta(seconds=time.monotonic() - seen[2]))
 

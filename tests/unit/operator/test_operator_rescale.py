@@ -144,7 +144,7 @@ def test_a_runtime_older_than_rescale_in_place_is_restarted_at_once():
 
 
 def test_executor_cores_still_need_a_restart_and_say_so():
-    p = plan(world({"executor": {"cores": 4}}, applied_overrides={}), SETTINGS, Memory(), T0)
+    p = plan(world({"executor": {"cores": 4}, "upgrade": {"snapshot": False}}, applied_overrides={}), SETTINGS, Memory(), T0)
     assert p.driver == "delete" and p.driver_patch is None
     assert p.status["lastRestart"]["reason"] == "SpecChange"
     assert "spec.executor" in p.status["message"] and "restart" in p.status["message"]

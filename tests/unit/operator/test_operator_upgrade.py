@@ -82,7 +82,7 @@ def test_a_ready_driver_is_asked_for_a_snapshot_and_kept_until_it_reports_it():
 
 
 @pytest.mark.parametrize("case, obs, why", [
-    ("metrics silent", world(seen=Progress(), **NEW), "metrics do not answer"),
+    ("metrics silent", world(seen=Progress(unanswered=True), **NEW), "metrics do not answer"),
     ("not ready", world(pod=PodObservation("running", running_since=T0, ready=False), **NEW), "not Ready"),
     ("failed", world(seen=replace(ANSWERING, snapshot_failure=SnapshotFailed("pre-2-20260101-010000", NOW, "disk full")),
                      **NEW), "it failed: disk full"),
@@ -96,6 +96,12 @@ def test_the_restart_goes_ahead_without_the_snapshot_when_waiting_is_pointless(c
     [skipped] = [e for e in p.events if e.reason == "SnapshotSkipped"]
     assert skipped.type == "Warning" and why in skipped.message
     assert "snapshot" not in p.status["upgrade"]["watching"]
+
+
+def test_a_driver_whose_metrics_are_not_read_yet_is_waited_for():
+    # a driver Ready a moment ago: the operator reads its metrics within half a resync
+    p = plan(world(seen=Progress(), **NEW), SETTINGS, Memory(), NOW)
+    assert p.driver is None and p.driver_patch is not None and "SnapshotSkipped" not in reasons(p)
 
 
 def test_without_upgrade_snapshot_the_driver_restarts_at_once():
