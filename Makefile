@@ -42,12 +42,12 @@ local-deps:
 # Every test, in two lanes side by side (a sequential run used the machine's two cores at 61 % of
 # one): lane 1 is the suite on its test bed but the operator's tests; lane 2 the end-to-end tests on
 # the real single-node cluster (tests/e2e, brought up and down around them unless `make cluster-up`
-# left one up), then the operator's tests and LANE2_SUITE (two of the longest runtime files, for
-# lanes of about the same length: see the junit times) on a test bed of its own. They share nothing
+# left one up), then the operator's tests and LANE2_SUITE (the longest runtime file, for lanes of
+# about the same length: see the junit times) on a test bed of its own. They share nothing
 # but the run id. Last, alone, the tests marked `alone` (they need the machine's firewall to themselves).
 # TEST_LANES=1 runs the lanes one after the other. Per-test times: $(STREAMAPP_CACHE)/logs/junit-*.xml.
 TEST_LANES ?= 2
-LANE2_SUITE = tests/runtime/test_restart.py tests/runtime/test_broker_outage.py
+LANE2_SUITE = tests/runtime/test_restart.py
 test: deps cluster-deps images
 	@status=0; logs=$(STREAMAPP_CACHE)/logs; run=$(STREAMAPP_TESTBED_RUN); \
 	  lane1() { $(PYTHON) -m pytest -m "not alone" --ignore=tests/operator $(LANE2_SUITE:%=--ignore=%) --junitxml=$$logs/junit-$$run-suite.xml $(PYTEST_ARGS); }; \
