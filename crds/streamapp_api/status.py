@@ -100,7 +100,7 @@ class UpgradeWatch(ApiModel):
     """The change whose driver is being watched until it is healthy (spec.upgrade.healthWindow)."""
 
     generation: int = Field(ge=0, description="The spec generation changed to.")
-    started_at: str = Field(description="When its driver was restarted for it (RFC 3339).",
+    started_at: str = Field(description="When its driver was started for it (RFC 3339): the window runs from then.",
                             json_schema_extra={"format": "date-time"})
     snapshot: str | None = Field(default=None, max_length=63, description="The snapshot taken just before the "
                                  "change, when one was (spec.upgrade.snapshot).")

@@ -390,13 +390,15 @@ def _rolled_back(inputs: DriverInputs) -> bool:
 
 
 def _watch_new(inputs: DriverInputs) -> dict[str, Any] | None:
-    """A driver started with a spec other than the last stable one (not by a restart for the change,
-    which started the watch already; not a rollback's) is watched from now."""
+    """A driver started with a spec other than the last stable one (not a rollback's) is watched from
+    now: the window runs from its creation, not from the restart decided for the change (the old
+    driver's graceful stop can take a minute), which began the watch with its snapshot."""
     verdict, obs = inputs.upgrade, inputs.obs
     if verdict is None or _rolled_back(inputs):
         return None
-    if (verdict.status.get("watching") or {}).get("generation") == obs.generation:
-        return None
+    watching = verdict.status.get("watching") or {}
+    if watching.get("generation") == obs.generation:
+        return {"watching": {**watching, "startedAt": rfc3339(inputs.now)}}
     return _watch(inputs, None) if differs_from_stable(verdict.stable, inputs.app.spec) else None
 
 

@@ -80,6 +80,12 @@ def test_a_ready_driver_is_asked_for_a_snapshot_and_kept_until_it_reports_it():
     assert done.status["upgrade"]["watching"] == {"generation": 2, "startedAt": "2026-01-01T01:00:20Z", "snapshot": name}
     assert "preSnapshot" not in done.status["upgrade"]
 
+    # the window runs from the new driver's creation: the old one's graceful stop took a minute
+    gone = replace(asked, driver=Driver(PodObservation("absent")), status={**done.status, "conditions": []})
+    created = plan(gone, SETTINGS, Memory(), NOW + 80 * SEC)
+    assert created.driver == "create"
+    assert created.status["upgrade"]["watching"] == {"generation": 2, "startedAt": "2026-01-01T01:01:20Z", "snapshot": name}
+
 
 @pytest.mark.parametrize("case, obs, why", [
     ("metrics silent", world(seen=Progress(unanswered=True), **NEW), "metrics do not answer"),
