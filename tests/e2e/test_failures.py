@@ -166,6 +166,12 @@ def _latest_counts(c, topic: str, expect_total: int) -> dict[str, int]:
 WINDOW = "90s"
 
 
+def _snapshot_asked(c, name: str, generation: int):
+    asked = ((_status(c, name).get("upgrade") or {}).get("preSnapshot") or {}).get("name", "")
+    return asked.startswith(f"pre-{generation}-") or NotYet(f"no snapshot asked for generation {generation} yet")
+
+
+@pytest.mark.timeout(1500)
 def test_a_change_that_fails_is_rolled_back_to_the_stable_spec_and_its_state(operator, topic):
     """spec.upgrade.rollback: a change whose driver never gets Ready (an image that cannot be pulled) and
     one that fails after its first batches (a cast Spark refuses, on a record sent then) each go back to
@@ -187,6 +193,9 @@ def test_a_change_that_fails_is_rolled_back_to_the_stable_spec_and_its_state(ope
         # 1. never Ready: the image cannot be pulled
         c.kubectl("patch", "sapp", name, "-n", NS, "--type=merge", "-p", json.dumps(
             {"spec": {"image": f"docker.io/streamapp/runtime:{VERSION}-does-not-exist", "imagePullPolicy": "Never"}}))
+        wait_for("the snapshot before generation 2 asked", lambda: _snapshot_asked(c, name, 2), timeout=120, every=1)
+        # a batch after the ask: the snapshot is taken after it (an idle app's waits up to a minute)
+        kafka_admin.produce(c.kafka_bootstrap, source, [(None, "2")])
         status = wait_for("generation 2 rolled back", lambda: _rolled_back(c, name, 2), timeout=420, every=3)
         rollback = status["upgrade"]["rollback"]
         assert rollback["toGeneration"] == 1 and "not Ready within healthWindow" in rollback["reason"], rollback
@@ -197,9 +206,15 @@ def test_a_change_that_fails_is_rolled_back_to_the_stable_spec_and_its_state(ope
                            f"involvedObject.kind=StreamApp,involvedObject.name={name},reason=RolledBack").stdout
         assert "generation 2 did not become healthy" in events, events
 
+        assert _latest_counts(c, f"{source}-out", 5) == {"1": 1, "2": 3}
+        kafka_admin.produce(c.kafka_bootstrap, source, [(None, "4")])  # a batch of the rolled-back driver
+        assert _latest_counts(c, f"{source}-out", 6) == {"1": 1, "2": 3, "4": 1}
+
         # 2. fails after its first batches: a cast of a record sent once it runs
         c.kubectl("patch", "sapp", name, "-n", NS, "--type=merge", "-p", json.dumps(
             {"spec": {"image": None, "imagePullPolicy": None, "streams": counting("cast(value as int) > 1")}}))
+        wait_for("the snapshot before generation 3 asked", lambda: _snapshot_asked(c, name, 3), timeout=120, every=1)
+        kafka_admin.produce(c.kafka_bootstrap, source, [(None, "4")])
         wait_for("generation 3's driver Ready", lambda: (s := _status(c, name)).get("observedGeneration") == 3 and any(
             x["type"] == "Ready" and x["status"] == "True" for x in s.get("conditions", []))
             and (s.get("upgrade") or {}).get("watching", {}).get("generation") == 3 or NotYet(str(s.get("upgrade"))),
@@ -211,6 +226,6 @@ def test_a_change_that_fails_is_rolled_back_to_the_stable_spec_and_its_state(ope
         status = wait_for("generation 3 rolled back", lambda: _rolled_back(c, name, 3), timeout=420, every=3)
         rollback = status["upgrade"]["rollback"]
         assert "CAST_INVALID_INPUT" in rollback["reason"] and rollback["snapshot"].startswith("pre-3-"), rollback
-        assert _latest_counts(c, f"{source}-out", 7) == {"1": 3, "2": 2, "3": 1, "abc": 1}
+        assert _latest_counts(c, f"{source}-out", 10) == {"1": 3, "2": 3, "3": 1, "4": 2, "abc": 1}
     finally:
         _gone(c, name)
