@@ -102,11 +102,12 @@ def verdict(obs: Observed, app: StreamApp, stable_app: StreamApp | None, now: da
     failure = _failure(obs, started, window, now) if started is not None else None
     if failure is not None and app.spec.upgrade.rollback and stable_app is not None:
         return _roll_back(obs, app, stable_app, upgrade, watching, failure, now)
-    if failure is None and _healthy(obs, started, window, now) and _runs_this_generation(obs, app):
-        text = spec_json(obs.applied.spec)
+    running = _running_spec(obs, app)
+    if failure is None and running is not None and _healthy(obs, started, window, now):
+        text = spec_json(running)
         if len(text) <= SPEC_LIMIT:
             upgrade.update(lastStableGeneration=obs.generation, lastStableSpec=text)
-            stable = obs.applied.spec
+            stable = running
         upgrade.pop("watching", None)
         started = None
     return Verdict(app, upgrade, condition=condition, stable=stable, requeue=_due(obs, started, window, now))
@@ -122,11 +123,13 @@ def _due(obs: Observed, started: datetime | None, window: timedelta, now: dateti
     return min(later) + timedelta(seconds=1) if later else None
 
 
-def _runs_this_generation(obs: Observed, app: StreamApp) -> bool:
-    """The driver runs this generation's spec: not the one before a change it is still to be restarted for
-    (while the snapshot before it is taken, the old driver is Ready, but its spec is the old one)."""
+def _running_spec(obs: Observed, app: StreamApp) -> StreamAppSpec | None:
+    """The spec the driver runs, when it is this generation's: not the one before a change it is still to
+    be restarted for (while the snapshot before it is taken, the old driver is Ready with the old spec)."""
     applied = obs.applied.spec if obs.applied is not None else None
-    return applied is not None and classify_change(applied, app.spec).kind in ("ignore", "rescale")
+    if applied is None or classify_change(applied, app.spec).kind not in ("ignore", "rescale"):
+        return None
+    return applied
 
 
 def _running(stable_app: StreamApp, app: StreamApp) -> StreamApp:
