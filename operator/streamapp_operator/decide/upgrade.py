@@ -238,7 +238,9 @@ def pre_change(obs: Observed, spec: StreamAppSpec, now: datetime) -> PreChange:
         return PreChange(False)
     recorded = (obs.status.get("upgrade") or {}).get("preSnapshot") or {}
     name, asked_at = recorded.get("name"), parse_time(recorded.get("askedAt"))
-    if not (isinstance(name, str) and name.startswith(f"pre-{obs.generation}-") and asked_at is not None):
+    # read back from status (untrusted): held to a snapshot name's pattern, as the runtime holds the ask
+    if not (isinstance(name, str) and name.startswith(f"pre-{obs.generation}-") and re.match(NAME_PATTERN, name)
+            and asked_at is not None):
         name, asked_at = pre_change_snapshot_name(obs.generation, now.timestamp()), now
     progress, state = obs.progress, obs.status.get("state") or {}
     if (progress.snapshot is not None and progress.snapshot.name == name) or \
