@@ -12,8 +12,8 @@ import re
 
 import pytest
 
-from streamapp_testkit.e2e_clicks import (APP, CLASS, NS, PG_SECRET, RUN, TRIGGER, Rounds, app_object, new_driver, running)  # fmt: skip
-from streamapp_testbed.waiting import NotYet, wait_for
+from streamapp_testkit.e2e_clicks import (APP, CLASS, NS, PG_SECRET, RUN, TRIGGER, Rounds, app_object, latest_counts, new_driver, running)  # fmt: skip
+from streamapp_testbed.waiting import wait_for
 from streamapp_testbed import cluster_apps, kafka_admin
 from streamapp_testbed.s3 import REGION
 
@@ -88,17 +88,6 @@ def _counting_app(c, store, bucket: str, name: str, source: str, **state) -> dic
                          "secretRef": {"name": S3_SECRET}}}, **state}}}
 
 
-def _counts(c, topic: str, expected: dict[str, int]) -> dict[str, int]:
-    """The last count written per value, once it is ``expected`` (else what it was, in the failure)."""
-    def read():
-        latest: dict[str, int] = {}
-        for _key, value in kafka_admin.consume_all(c.kafka_bootstrap, topic, timeout=20):
-            row = json.loads(value)
-            latest[row["value"]] = row["total"]
-        return latest if latest == expected else NotYet(f"{topic}: {latest}")
-    return wait_for(f"{topic}'s counts {expected}", read, timeout=420, every=5)
-
-
 def test_blue_green_a_new_app_starts_from_the_old_ones_snapshot(operator, cluster_object_store):
     """docs/operator.md's blue/green recipe as a user runs it: snapshot the running app, suspend it, apply
     the new version as a new app restoring from that snapshot, delete the old app. The new app's counts
@@ -113,7 +102,7 @@ def test_blue_green_a_new_app_starts_from_the_old_ones_snapshot(operator, cluste
     kafka_admin.produce(c.kafka_bootstrap, source, [(None, v) for v in ["a", "b", "b"]])
     try:
         c.apply(_counting_app(c, store, bucket, blue, source))
-        _counts(c, f"{source}-{blue}", {"a": 1, "b": 2})
+        latest_counts(c, f"{source}-{blue}", lambda got: got == {"a": 1, "b": 2})
 
         # 1. a snapshot of the running app
         c.kubectl("patch", "sapp", blue, "-n", NS, "--type=merge", "-p", '{"spec":{"state":{"snapshotNonce":"cutover"}}}')
@@ -125,14 +114,14 @@ def test_blue_green_a_new_app_starts_from_the_old_ones_snapshot(operator, cluste
         kafka_admin.produce(c.kafka_bootstrap, source, [(None, v) for v in ["a", "c"]])
         c.apply(_counting_app(c, store, bucket, green, source, restoreFrom={"app": blue, "snapshot": "cutover"}))
         # the new app writes the values it reads, counted on from the old app's state: a was 1 there
-        _counts(c, f"{source}-{green}", {"a": 2, "c": 1})
+        latest_counts(c, f"{source}-{green}", lambda got: got == {"a": 2, "c": 1})
         restored = app_object(c, green)["status"]["state"]["restoreFrom"]
         assert restored["location"] == f"{bucket}/{NS}/{blue}/snapshots/cutover", restored
 
         # 3. the old app deleted: the new one keeps its state and goes on
         c.kubectl("delete", "sapp", blue, "-n", NS, "--wait=true", "--timeout=120s")
         kafka_admin.produce(c.kafka_bootstrap, source, [(None, "b")])
-        _counts(c, f"{source}-{green}", {"a": 2, "b": 3, "c": 1})  # b's 2 came with the snapshot
+        latest_counts(c, f"{source}-{green}", lambda got: got == {"a": 2, "b": 3, "c": 1})  # b's 2 came with the snapshot
     finally:
         for name in (blue, green):
             c.kubectl("delete", "streamapp", name, "-n", NS, "--wait=true", "--timeout=120s", check=False)

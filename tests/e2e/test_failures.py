@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from streamapp_testkit.e2e_clicks import APP, CLASS, NS, RUN, VERSION
+from streamapp_testkit.e2e_clicks import APP, CLASS, NS, RUN, VERSION, latest_counts
 from streamapp_testbed.waiting import NotYet, wait_for
 from streamapp_testbed import cluster_apps, kafka_admin
 
@@ -149,18 +149,6 @@ def _rolled_back(c, name: str, generation: int):
     return NotYet(f"{status.get('reason')}: {status.get('message')}; rollback: {rollback}")
 
 
-def _latest_counts(c, topic: str, expect_total: int) -> dict[str, int]:
-    """The last count the sink wrote per value, once they add up to ``expect_total`` (updates come again
-    after a restore: the last one of each value is what counts)."""
-    def read():
-        latest: dict[str, int] = {}
-        for _key, value in kafka_admin.consume_all(c.kafka_bootstrap, topic, timeout=20):
-            row = json.loads(value)
-            latest[row["value"]] = row["total"]
-        return latest if sum(latest.values()) == expect_total else NotYet(f"counts so far: {latest}")
-    return wait_for(f"{topic}'s counts adding up to {expect_total}", read, timeout=300, every=5)
-
-
 # Long enough for a driver to start on a loaded 2-core node (its JVM, Python, executors): the window is
 # also how long a changed driver has to become Ready.
 WINDOW = "90s"
@@ -188,7 +176,7 @@ def test_a_change_that_fails_is_rolled_back_to_the_stable_spec_and_its_state(ope
     try:
         _started(c, name)
         wait_for("generation 1 stable", lambda: _stable(c, name, 1), timeout=420, every=3)
-        assert _latest_counts(c, f"{source}-out", 3) == {"1": 1, "2": 2}
+        assert latest_counts(c, f"{source}-out", lambda got: sum(got.values()) == 3) == {"1": 1, "2": 2}
 
         # 1. never Ready: the image cannot be pulled
         c.kubectl("patch", "sapp", name, "-n", NS, "--type=merge", "-p", json.dumps(
@@ -206,9 +194,9 @@ def test_a_change_that_fails_is_rolled_back_to_the_stable_spec_and_its_state(ope
                            f"involvedObject.kind=StreamApp,involvedObject.name={name},reason=RolledBack").stdout
         assert "generation 2 did not become healthy" in events, events
 
-        assert _latest_counts(c, f"{source}-out", 4) == {"1": 1, "2": 3}
+        assert latest_counts(c, f"{source}-out", lambda got: sum(got.values()) == 4) == {"1": 1, "2": 3}
         kafka_admin.produce(c.kafka_bootstrap, source, [(None, "4")])  # a batch of the rolled-back driver
-        assert _latest_counts(c, f"{source}-out", 5) == {"1": 1, "2": 3, "4": 1}
+        assert latest_counts(c, f"{source}-out", lambda got: sum(got.values()) == 5) == {"1": 1, "2": 3, "4": 1}
 
         # 2. fails after its first batches: a cast of a record sent once it runs
         c.kubectl("patch", "sapp", name, "-n", NS, "--type=merge", "-p", json.dumps(
@@ -226,6 +214,6 @@ def test_a_change_that_fails_is_rolled_back_to_the_stable_spec_and_its_state(ope
         status = wait_for("generation 3 rolled back", lambda: _rolled_back(c, name, 3), timeout=420, every=3)
         rollback = status["upgrade"]["rollback"]
         assert "CAST_INVALID_INPUT" in rollback["reason"] and rollback["snapshot"].startswith("pre-3-"), rollback
-        assert _latest_counts(c, f"{source}-out", 10) == {"1": 3, "2": 3, "3": 1, "4": 2, "abc": 1}
+        assert latest_counts(c, f"{source}-out", lambda got: sum(got.values()) == 10) == {"1": 3, "2": 3, "3": 1, "4": 2, "abc": 1}
     finally:
         _gone(c, name)

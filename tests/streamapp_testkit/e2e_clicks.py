@@ -4,11 +4,12 @@ output topic, the Postgres table, the pods)."""
 
 from __future__ import annotations
 
+import json
 import os
 from datetime import timedelta
 from pathlib import Path
 
-from streamapp_testbed import clickstream, cluster_apps
+from streamapp_testbed import clickstream, cluster_apps, kafka_admin
 from streamapp_testbed.cluster_apps import round_events
 from streamapp_api.version import __version__
 from streamapp_testbed.waiting import NotYet, wait_for
@@ -27,6 +28,18 @@ __all__ = ["round_events"]
 
 
 # --- the cluster side ----------------------------------------------------------------------------
+def latest_counts(cluster, topic: str, expected) -> dict[str, int]:
+    """The last ``total`` written per ``value`` to ``topic`` (updates come again after a restore: the last of
+    each value counts), once ``expected(latest)`` holds; else the failure says what it was."""
+    def read():
+        latest: dict[str, int] = {}
+        for _key, value in kafka_admin.consume_all(cluster.kafka_bootstrap, topic, timeout=20):
+            row = json.loads(value)
+            latest[row["value"]] = row["total"]
+        return latest if expected(latest) else NotYet(f"{topic}: {latest}")
+    return wait_for(f"{topic}'s counts", read, timeout=420, every=5)
+
+
 def suspend_click_sessions(cluster) -> None:
     """A 2-core node holds one driver: the click-sessions app of the other tests steps aside."""
     cluster.kubectl("patch", "streamapp", APP, "-n", NS, "--type=merge", "-p", '{"spec": {"suspend": true}}',
