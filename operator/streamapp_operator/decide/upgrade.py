@@ -6,7 +6,8 @@
 - After: the change's driver is watched (status.upgrade.watching). Ready for spec.upgrade.healthWindow
   with no failure since the change, its spec becomes the last stable spec (status.upgrade.lastStable*).
   A failure in the window (a counted restart, a failed or refused driver, no Ready driver when it ends)
-  fails the change.
+  fails the change; a driver running but not Ready when it ends has ``LATE_GRACE`` more to get Ready or
+  to exit with its own reason.
 - Rollback (spec.upgrade.rollback, off by default): a failed change goes back to the last stable spec,
   on the same state generation restored from the snapshot taken before the change (the runtime replaces
   what the failed spec wrote: contract.ENV_RESTORE_ID), or on the stable spec's own generation when the
@@ -42,6 +43,9 @@ from .world import Event, Observed
 
 PRE_CHANGE_WAIT = timedelta(minutes=5)  # plus two trigger intervals: a batch to commit, then the copy
 PRE_CHANGE_LOOK = timedelta(seconds=5)
+# A driver still running but not Ready when the window ends gets this much more: one that is stopping after
+# a failure (its Spark session closing) then exits with the failure's own reason, a slow one may yet be Ready.
+LATE_GRACE = timedelta(minutes=1)
 ROLLED_BACK = "RolledBack"
 SPEC_LIMIT = 262144  # characters of a spec kept in status (the status model's bound)
 
@@ -117,6 +121,8 @@ def _due(obs: Observed, started: datetime | None, window: timedelta, now: dateti
     """How soon to look again to judge the watched change (or to record a stable spec) on time, rather than at
     the next resync: when its window ends, or when the driver will have been Ready for the window."""
     moments = [m + window for m in (started, _ready_since(obs)) if m is not None]
+    if started is not None:
+        moments.append(started + window + LATE_GRACE)
     if started is None and (obs.status.get("upgrade") or {}).get("lastStableGeneration") == obs.generation:
         return None  # nothing watched, and this generation is recorded stable already
     later = [m - now for m in moments if m > now]
@@ -152,6 +158,8 @@ def _failure(obs: Observed, started: datetime, window: timedelta, now: datetime)
     if obs.status.get("phase") == "Failed":
         return "the operator gave up restarting its driver"
     if now - started >= window and not (pod.state == "running" and pod.ready):
+        if pod.state == "running" and now - started < window + LATE_GRACE:
+            return None
         return f"its driver was not Ready within healthWindow ({_words(window)})"
     return None
 

@@ -198,9 +198,23 @@ def test_a_driver_not_ready_within_the_window_is_rolled_back():
     slow = world(pod=PodObservation("running", running_since=NOW, ready=False), status=watched(NOW),
                  applied=make_app(image="runtime:2"), **NEW, **ROLLBACK)
     assert plan(slow, SETTINGS, Memory(), NOW + 4 * MIN).status["upgrade"].get("rollback") is None
-    p = plan(slow, SETTINGS, Memory(), NOW + 5 * MIN + SEC)
+    # running but not Ready when the window ends: a minute more, to get Ready or to exit with its own reason
+    late = plan(slow, SETTINGS, Memory(), NOW + 5 * MIN + SEC)
+    assert late.status["upgrade"].get("rollback") is None and late.requeue <= MIN
+    p = plan(slow, SETTINGS, Memory(), NOW + 6 * MIN + SEC)
     assert p.driver == "delete" and "not Ready within healthWindow (5m00s)" in p.status["upgrade"]["rollback"]["reason"]
     assert not {"SnapshotRequested", "SnapshotSkipped"} & set(reasons(p))  # the failed spec's state is not kept
+
+
+def test_a_driver_that_fails_in_the_late_minute_is_rolled_back_with_its_own_reason():
+    """A driver whose query failed is not Ready while its Spark session closes: when the window ends then,
+    the reason of the rollback is the failure its exit gives, not the window."""
+    stopping = world(pod=PodObservation("running", running_since=NOW, ready=False), status=watched(NOW),
+                     applied=make_app(image="runtime:2"), **NEW, **ROLLBACK)
+    assert plan(stopping, SETTINGS, Memory(), NOW + 5 * MIN + 10 * SEC).status["upgrade"].get("rollback") is None
+    exited = replace(stopping, driver=Driver(FAILED, 2, uid="pod-uid"))
+    p = plan(exited, SETTINGS, Memory(), NOW + 5 * MIN + 20 * SEC)
+    assert "column nope not found" in p.status["upgrade"]["rollback"]["reason"]
 
 
 def test_a_failed_reset_goes_back_to_the_stable_generation_without_a_restore():
