@@ -71,6 +71,14 @@ METRIC_SNAPSHOT_BATCH = "streamapp_snapshot_last_batch"
 # The last snapshot that failed (labels app, snapshot and reason: the error's first line, at most 200
 # characters), its time as the value; gone once a later snapshot of that name succeeds.
 METRIC_SNAPSHOT_FAILED = "streamapp_snapshot_failed_timestamp_seconds"
+# Every complete snapshot of the app the driver found or took (and retention has not deleted), labels app
+# and snapshot: when it completed (0: not recorded), its size in bytes (-1: not recorded) and per query
+# (label query too) the batch it holds (-1: none); the operator lists them in status.state.snapshots.
+# How many there are, label app (-1: not listed yet, so the series above say nothing yet).
+METRIC_SNAPSHOTS_KEPT = "streamapp_snapshots_kept"
+METRIC_SNAPSHOT_KEPT = "streamapp_snapshot_kept_timestamp_seconds"
+METRIC_SNAPSHOT_KEPT_BYTES = "streamapp_snapshot_kept_bytes"
+METRIC_SNAPSHOT_KEPT_BATCH = "streamapp_snapshot_kept_batch"
 # Where a driver restores a new state generation from: set by the operator (which resolves
 # spec.state.restoreFrom, another app's too) on the driver pod; a local run resolves its own.
 ENV_RESTORE_FROM = "STREAMAPP_RESTORE_FROM"

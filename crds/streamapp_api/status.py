@@ -61,6 +61,19 @@ class LastSnapshot(ApiModel):
         "after its batch.")
 
 
+class KeptSnapshot(ApiModel):
+    """A snapshot of the app that is kept: found by the driver at its start, or taken since, and not deleted."""
+
+    name: str = Field(max_length=63, description="Its name: what spec.state.restoreFrom.snapshot names.")
+    taken_at: str | None = Field(default=None, description="When it was complete (RFC 3339); unset when not "
+                                 "recorded.", json_schema_extra={"format": "date-time"})
+    location: str = Field(max_length=1024, description="Where it is.")
+    size_bytes: int | None = Field(default=None, ge=0, description="Its size in bytes; unset when not recorded.")
+    batches: dict[str, int] | None = Field(
+        default=None, max_length=64, description="Per query, the batch it holds: a restore resumes each query "
+        "after its batch.")
+
+
 class SnapshotFailure(ApiModel):
     """The last snapshot that failed (unset once a later snapshot succeeds)."""
 
@@ -90,6 +103,10 @@ class StateStatus(ApiModel):
     )
     last_snapshot: LastSnapshot | None = Field(default=None, description=LastSnapshot.__doc__)
     last_snapshot_failure: SnapshotFailure | None = Field(default=None, description=SnapshotFailure.__doc__)
+    snapshots: list[KeptSnapshot] | None = Field(
+        default=None, max_length=100, description="The snapshots kept, newest first (at most 100), as the running "
+        "driver last reported them: those taken on request, the periodic and pre-change ones retention keeps. "
+        "Kept as they were while no driver runs.")
     restore_from: RestoreStatus | None = Field(
         default=None, description="Where the current state generation starts from: spec.state.restoreFrom as the "
         "operator resolved it for the generation's first driver, and passed to every later driver of the "

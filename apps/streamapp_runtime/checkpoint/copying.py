@@ -5,14 +5,16 @@ state versions up to ``b + 1`` and the files that carry no version are copied (`
 Spark writes each of those files once and never changes it, so a batch running meanwhile adds newer
 files, which are left out; it deletes only files older than ``minBatchesToRetain`` batches, so a file
 gone while the copy runs fails it (``CopyRaced``) rather than leaving a hole. ``streamapp.json``
-follows, and ``_snapshot.json`` (which batch of each query the copy holds) is written last: a copy
-without it is incomplete. ``restore`` copies a complete one into an empty checkpoint, from which
+follows, and ``_snapshot.json`` (which batch of each query the copy holds, its size and when it was
+complete) is written last: a copy without it is incomplete. ``restore`` copies a complete one into an empty checkpoint, from which
 each query resumes at its batch + 1, under a new query id. See docs/state-operations.md.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
@@ -41,9 +43,11 @@ class CopyRaced(RuntimeError):
 class Copied:
     batches: dict[str, int | None]  # query -> the committed batch the copy holds (None: none yet)
     files: int
+    size_bytes: int | None = None  # of the copied files (None: a snapshot written before it was recorded)
+    taken_at: float | None = None  # when the copy was complete, seconds since the epoch (None: as size_bytes)
 
 
-def copy_committed(source_root: str, target_root: str) -> Copied:
+def copy_committed(source_root: str, target_root: str, clock: Callable[[], float] = time.time) -> Copied:
     """Copy the checkpoint at ``source_root`` into the empty or new ``target_root``, each query at its
     last committed batch."""
     if files.names(target_root):
@@ -64,8 +68,10 @@ def copy_committed(source_root: str, target_root: str) -> Copied:
         raise CopyRaced(f"{source_root}: {exc.filename} was deleted while it was copied") from exc
     if record is not None:
         files.write_text(join(target_root, RECORD_FILE), record)
-    files.write_text(join(target_root, SNAPSHOT_FILE), json.dumps({"batches": batches}, sort_keys=True) + "\n")
-    return Copied(batches, len(chosen) + (record is not None))
+    size, taken_at = files.tree_bytes(target_root), clock()
+    files.write_text(join(target_root, SNAPSHOT_FILE),
+                     json.dumps({"batches": batches, "bytes": size, "takenAt": taken_at}, sort_keys=True) + "\n")
+    return Copied(batches, len(chosen) + (record is not None), size, taken_at)
 
 
 def _query_files(source: str, target: str, batch: int | None) -> list[tuple[str, str]]:
@@ -103,15 +109,27 @@ def _copy(chosen: list[tuple[str, str]]) -> None:
 def snapshot_batches(snapshot_root: str) -> dict[str, int | None]:
     """Each query's batch in the snapshot at ``snapshot_root``; Refused when it has no readable
     ``_snapshot.json`` (its copy did not finish, or it is no snapshot)."""
+    return snapshot_record(snapshot_root).batches
+
+
+def snapshot_record(snapshot_root: str) -> Copied:
+    """What ``_snapshot.json`` of the snapshot at ``snapshot_root`` records (``files``: 0, not recorded);
+    Refused as ``snapshot_batches``. A size or time that is not one reads as not recorded."""
     location = join(snapshot_root, SNAPSHOT_FILE)
     text = files.read_text(location)
     if text is None:
         raise Refused(f"{snapshot_root}: no {SNAPSHOT_FILE}: not a snapshot, or an incomplete one (its copy did not "
                       "finish); it is never restored")
     try:
-        return dict(json.loads(text)["batches"])
+        found = json.loads(text)
+        batches = dict(found["batches"])
     except (ValueError, KeyError, TypeError) as exc:
         raise Refused(f"{location}: unreadable ({exc}); the snapshot is not restored") from exc
+    size, taken_at = found.get("bytes"), found.get("takenAt")
+    return Copied(batches, 0,
+                  size if isinstance(size, int) and not isinstance(size, bool) and size >= 0 else None,
+                  float(taken_at) if isinstance(taken_at, (int, float)) and not isinstance(taken_at, bool)
+                  and math.isfinite(taken_at) and taken_at > 0 else None)
 
 
 def restore(snapshot_root: str, target_root: str, besides: frozenset[str] = frozenset()) -> Copied:

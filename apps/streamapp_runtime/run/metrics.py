@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Mapping
 from datetime import datetime
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
@@ -104,6 +105,16 @@ class Metrics:
         self.snapshot_failed = Gauge(contract.METRIC_SNAPSHOT_FAILED, "When the last snapshot that failed was tried, "
                                      "and why", [A, "snapshot", "reason"], registry=r)
         self._failed_snapshot: tuple[str, str] | None = None  # its (snapshot, reason) labels
+        self.kept_count = Gauge(contract.METRIC_SNAPSHOTS_KEPT, "How many snapshots are kept (-1: not listed yet)",
+                                [A], registry=r)
+        self.kept_count.labels(self.app).set(-1)
+        self.kept_time = Gauge(contract.METRIC_SNAPSHOT_KEPT, "When each snapshot kept completed (0: not recorded)",
+                               [A, "snapshot"], registry=r)
+        self.kept_bytes = Gauge(contract.METRIC_SNAPSHOT_KEPT_BYTES, "Size of each snapshot kept (-1: not recorded)",
+                                [A, "snapshot"], registry=r)
+        self.kept_batch = Gauge(contract.METRIC_SNAPSHOT_KEPT_BATCH,
+                                "The committed batch each query holds in each snapshot kept (-1: none)",
+                                [A, "snapshot", Q], registry=r)
         self._lock = threading.Lock()
         self.last_seen: dict[str, float] = {}  # query -> monotonic time of its last sign of life
         self.totals: dict[str, dict[str, int]] = {}  # query -> running totals, for tests and the demo
@@ -159,6 +170,18 @@ class Metrics:
             if self._failed_snapshot is not None and self._failed_snapshot[0] == name:
                 self.snapshot_failed.clear()
                 self._failed_snapshot = None
+
+    def snapshots_kept(self, kept: Mapping[str, tuple[float | None, int | None, Mapping[str, int | None]]]) -> None:
+        """Every snapshot kept, by name: (when it completed, its bytes, each query's batch); only those."""
+        with self._lock:
+            for gauge in (self.kept_time, self.kept_bytes, self.kept_batch):
+                gauge.clear()
+            self.kept_count.labels(self.app).set(len(kept))
+            for name, (taken_at, size, batches) in kept.items():
+                self.kept_time.labels(self.app, name).set(taken_at or 0)
+                self.kept_bytes.labels(self.app, name).set(-1 if size is None else size)
+                for query, batch in batches.items():
+                    self.kept_batch.labels(self.app, name, query).set(-1 if batch is None else batch)
 
     def snapshot_failed_at(self, name: str, reason: str, at: float) -> None:
         """The last snapshot that failed (one series), ``reason`` its error's first line."""

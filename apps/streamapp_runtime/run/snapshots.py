@@ -5,7 +5,9 @@ asks with a new nonce, periodic ones, and the retention of those and of the oper
 the generation's checkpoint, each query at its last committed batch (``checkpoint.copying``, as
 ``streamapp snapshot`` does; ``_snapshot.json`` last), to ``<base>/snapshots/<name>``. One at a time;
 nothing is paused. The last snapshot is reported in the metrics (``contract.METRIC_SNAPSHOT_*``),
-which the operator copies into status; a failure too, and it never stops the driver.
+which the operator copies into status; a failure too, and it never stops the driver. So are all the
+snapshots kept (``contract.METRIC_SNAPSHOT_KEPT*``): those found at the first look, read once, and
+those taken since, less those retention deleted.
 """
 
 from __future__ import annotations
@@ -18,12 +20,12 @@ from streamapp_api import contract
 from streamapp_api.checkpoint import SNAPSHOTS, join, snapshot_location
 
 from streamapp_runtime.checkpoint import files
-from streamapp_runtime.checkpoint.copying import Refused, copy_committed, snapshot_batches
+from streamapp_runtime.checkpoint.copying import Copied, Refused, copy_committed, snapshot_record
 from streamapp_runtime.run import own_pod, rescale
 from streamapp_runtime.run.metrics import Metrics
 from streamapp_runtime.run.poller import Poller
 from streamapp_runtime.run.snapshot_schedule import (
-    PERIODIC, Ask, Commits, Tries, ask_of_spec, due, expired, parse_ask,
+    PERIODIC, Ask, Commits, Tries, ask_of_spec, due, expired, parse_ask, periodic_time, pre_change_time,
 )
 
 log = logging.getLogger("streamapp.runtime")
@@ -47,7 +49,8 @@ class Snapshotter(Poller):
         self.metrics, self.every, self.clock = metrics, every, clock
         self.started_at = clock()
         self.nonce: tuple[str, float] | None = None  # the nonce asked, and when this driver first saw it
-        self.existing: dict[str, bool] | None = None  # snapshot name -> complete; read at the first ask
+        self.existing: dict[str, bool] | None = None  # snapshot name -> complete; read at the first look
+        self.kept: dict[str, Copied] = {}  # the complete ones, with what their _snapshot.json records
         self.failed: dict[str, Tries] = {}
 
     def look(self) -> str | None:
@@ -58,16 +61,18 @@ class Snapshotter(Poller):
         except (OSError, ValueError) as exc:  # the API out of reach, a bad annotation
             self._warn(f"cannot read the snapshot ask from the driver pod: {exc}")
             return None
-        if ask is None:
+        if ask is None and self.existing is not None:
             return None
-        if self.every is not None and ask.every is not None:
+        if ask is not None and self.every is not None and ask.every is not None:
             ask = Ask(ask.nonce, self.every, ask.keep)
         now = self.clock()
-        if ask.nonce is not None and (self.nonce is None or self.nonce[0] != ask.nonce):
+        if ask is not None and ask.nonce is not None and (self.nonce is None or self.nonce[0] != ask.nonce):
             self.nonce = (ask.nonce, now)
         try:
             if self.existing is None:
                 self.existing = self._observe()
+            if ask is None:
+                return None
             complete = frozenset(name for name, done in self.existing.items() if done)
             name = due(ask, complete, now, self.commits(), self.nonce[1] if self.nonce else now,
                        self.started_at, self.failed)
@@ -81,9 +86,17 @@ class Snapshotter(Poller):
         return name
 
     def _observe(self) -> dict[str, bool]:
-        """The app's snapshots, each with whether its copy finished (one read of each)."""
+        """The app's snapshots, each with whether its copy finished (one read of each); the complete
+        ones reported as kept."""
         folder = join(self.base, SNAPSHOTS)
-        return {name: _complete(join(folder, name)) for name, is_folder in files.entries(folder) if is_folder}
+        found = {name: _record(join(folder, name)) for name, is_folder in files.entries(folder) if is_folder}
+        self.kept = {name: record for name, record in found.items() if record is not None}
+        self._report_kept()
+        return {name: record is not None for name, record in found.items()}
+
+    def _report_kept(self) -> None:
+        self.metrics.snapshots_kept({name: (record.taken_at or _name_time(name), record.size_bytes, record.batches)
+                                     for name, record in self.kept.items()})
 
     def _take(self, name: str, periodic: bool) -> bool:
         location = snapshot_location(self.base, name)
@@ -93,8 +106,7 @@ class Snapshotter(Poller):
             if self.existing is not None and name in self.existing:  # an unfinished copy of that name
                 files.delete_tree(location)
             self.existing = {**(self.existing or {}), name: False}
-            copied = copy_committed(self.root, location)
-            size = files.tree_bytes(location)
+            copied = copy_committed(self.root, location, clock=self.clock)
         except Exception as exc:  # noqa: BLE001 - a store refusing, a file purged meanwhile: tried again later
             tries = self.failed.get(key)
             self.failed[key] = Tries((tries.count if tries else 0) + 1, self.clock())
@@ -104,11 +116,14 @@ class Snapshotter(Poller):
             return False
         elapsed = time.monotonic() - started
         self.existing[name] = True
+        self.kept[name] = copied
         self.failed.pop(key, None)
         shown = {query: batch for query, batch in sorted(copied.batches.items())}
+        size = copied.size_bytes or 0
         log.info("snapshot %s: %d queries at batches %s, %.1f MB in %.1f s -> %s",
                  name, len(shown), shown, size / 1e6, elapsed, location)
-        self.metrics.snapshot_taken(name, location, self.clock(), size, copied.batches)
+        self.metrics.snapshot_taken(name, location, copied.taken_at or self.clock(), size, copied.batches)
+        self._report_kept()
         return True
 
     def _retain(self, ask: Ask) -> None:
@@ -122,15 +137,24 @@ class Snapshotter(Poller):
                 self._warn(f"cannot delete snapshot {name}: {first_line(exc)}")
                 continue
             existing.pop(name, None)
+            self.kept.pop(name, None)
             log.info("snapshot %s deleted (snapshots.keep %d)", name, ask.keep)
+        self._report_kept()
 
 
-def _complete(location: str) -> bool:
+def _record(location: str) -> Copied | None:
+    """What a snapshot's _snapshot.json records (None: its copy did not finish)."""
     try:
-        snapshot_batches(location)
+        return snapshot_record(location)
     except Refused:
-        return False
-    return True
+        return None
+
+
+def _name_time(name: str) -> float | None:
+    """The time a periodic or pre-change snapshot's name holds: a snapshot taken before its time was
+    recorded has that at least."""
+    at = periodic_time(name)
+    return at if at is not None else pre_change_time(name)
 
 
 def first_line(exc: BaseException) -> str:

@@ -105,7 +105,8 @@ def _assemble(obs: Observed, app: StreamApp, change: Change, kafka: _KafkaHealth
         requeue = min(requeue, upgrade.requeue) if requeue is not None else upgrade.requeue
     refused = (Event("Warning", "IncompatibleChange", f"{change.field}: {change.reason}"),) \
         if change.kind == "incompatible" else ()
-    snapshots = snapshot_status(obs.progress, obs.status.get("state") or {})
+    snapshots = snapshot_status(obs.progress, obs.status.get("state") or {},
+                                app.spec.state.checkpoint.location or names.CHECKPOINT_MOUNT)
     # Kafka's trouble outranks the driver's in Degraded; the driver's news outranks a pending scale.
     status = _status(obs, app, change, driver, sizing.desired, now, progress=driver.progress or sizing.progress,
                      degraded=kafka.degraded or driver.degraded, scaling=sizing.scaling, ui=ui,
@@ -317,6 +318,8 @@ def _state(obs: Observed, app: StreamApp, driver: DriverOutcome, restore: Restor
         state["lastSnapshot"] = snapshots.last
     if snapshots.failure is not None:
         state["lastSnapshotFailure"] = snapshots.failure
+    if isinstance(snapshots.kept, list):
+        state["snapshots"] = snapshots.kept
     return state
 
 

@@ -5,7 +5,8 @@ driver pod when it is created (render/driver.py) and changed on the running pod 
 executor count of a rescale in place is; the runtime reads it there and takes the snapshots. The
 driver reports the last snapshot it took, and the last that failed, in its metrics
 (observe/metrics.py): they go into status.state.lastSnapshot and lastSnapshotFailure, with one event
-each (SnapshotTaken, SnapshotFailed).
+each (SnapshotTaken, SnapshotFailed). It reports every snapshot kept too (those it found at its start
+and those it took, less those retention deleted): status.state.snapshots lists them, newest first.
 """
 
 from __future__ import annotations
@@ -14,15 +15,17 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from streamapp_api.checkpoint import snapshot_location
 from streamapp_api.spec import State
 
 from ..render.driver import snapshot_ask
 from .status import parse_time, rfc3339
-from .world import Event, Progress, SnapshotFailed, SnapshotTaken
+from .world import Event, KeptSnapshot, Progress, SnapshotFailed, SnapshotTaken
 
 NAME_LIMIT = 63
 LOCATION_LIMIT = 1024
 REASON_LIMIT = 1024
+KEPT_LIMIT = 100  # snapshots listed in status, the newest
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,7 @@ class SnapshotStatus:
     last: dict[str, Any] | None  # status.state.lastSnapshot
     failure: dict[str, Any] | None  # status.state.lastSnapshotFailure
     events: tuple[Event, ...] = ()
+    kept: list[dict[str, Any]] | None = None  # status.state.snapshots
 
 
 def _last(taken: SnapshotTaken) -> dict[str, Any]:
@@ -74,6 +78,24 @@ def _last(taken: SnapshotTaken) -> dict[str, Any]:
     if taken.batches:
         entry["batches"] = dict(taken.batches[:64])
     return entry
+
+
+def _kept(found: tuple[KeptSnapshot, ...], base: str) -> list[dict[str, Any]]:
+    """status.state.snapshots: newest first (those of no recorded time last), each with its location."""
+    newest = sorted(found, key=lambda k: (k.taken_at is not None, k.taken_at.timestamp() if k.taken_at else 0.0,
+                                          k.name), reverse=True)
+    entries = []
+    for kept in newest[:KEPT_LIMIT]:
+        entry: dict[str, Any] = {"name": kept.name[:NAME_LIMIT],
+                                 "location": snapshot_location(base, kept.name)[:LOCATION_LIMIT]}
+        if kept.taken_at is not None:
+            entry["takenAt"] = rfc3339(kept.taken_at)
+        if kept.size_bytes is not None:
+            entry["sizeBytes"] = kept.size_bytes
+        if kept.batches:
+            entry["batches"] = dict(kept.batches[:64])
+        entries.append(entry)
+    return entries
 
 
 def _failure(failed: SnapshotFailed) -> dict[str, Any]:
@@ -95,10 +117,10 @@ def _words(last: dict[str, Any]) -> str:
     return f"snapshot {last['name']} taken" + (": " + ", ".join(parts) if parts else "")
 
 
-def snapshot_status(progress: Progress, before: dict[str, Any]) -> SnapshotStatus:
-    """status.state's snapshot fields from what the driver reports (``before``: status.state as it is).
-    A driver that reports none (not running, restarted since) leaves them as they are; a failure older
-    than the last snapshot taken is over."""
+def snapshot_status(progress: Progress, before: dict[str, Any], base: str) -> SnapshotStatus:
+    """status.state's snapshot fields from what the driver reports (``before``: status.state as it is;
+    ``base``: where the app's snapshots folder is). A driver that reports none (not running, restarted
+    since) leaves them as they are; a failure older than the last snapshot taken is over."""
     last, failure = before.get("lastSnapshot"), before.get("lastSnapshotFailure")
     events: list[Event] = []
     if progress.snapshot is not None:
@@ -115,7 +137,8 @@ def snapshot_status(progress: Progress, before: dict[str, Any]) -> SnapshotStatu
             failure = reported
     if failure is not None and _over(failure, last):
         failure = None
-    return SnapshotStatus(last, failure, tuple(events))
+    kept = before.get("snapshots") if progress.snapshots_kept is None else _kept(progress.snapshots_kept, base)
+    return SnapshotStatus(last, failure, tuple(events), kept)
 
 
 def _over(failure: dict[str, Any], last: dict[str, Any] | None) -> bool:

@@ -58,6 +58,16 @@ class SnapshotTaken:
 
 
 @dataclass(frozen=True)
+class KeptSnapshot:
+    """A snapshot of the app that the driver reports kept (found, or taken, and not deleted since)."""
+
+    name: str
+    taken_at: datetime | None = None  # None: not recorded
+    size_bytes: int | None = None
+    batches: tuple[tuple[str, int], ...] = ()  # per query, the batch it holds
+
+
+@dataclass(frozen=True)
 class SnapshotFailed:
     """The last snapshot the driver reports failed."""
 
@@ -88,6 +98,7 @@ class Progress:
     executors_target: int | None = None  # the count the driver has applied (None: a runtime that does not say)
     snapshot: SnapshotTaken | None = None
     snapshot_failure: SnapshotFailed | None = None
+    snapshots_kept: tuple[KeptSnapshot, ...] | None = None  # None: the driver has not listed them (yet)
     read_at: datetime | None = None  # when this was read from the driver (None: not read, or it did not answer)
     unanswered: bool = False  # it was read and did not answer (not merely: not read yet)
 

@@ -23,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from streamapp_api import contract
 
 from .. import names
-from ..decide.world import Progress, SnapshotFailed, SnapshotTaken
+from ..decide.world import KeptSnapshot, Progress, SnapshotFailed, SnapshotTaken
 
 # A whole read of a driver's /metrics. Reads run in the background (CONCURRENCY at once), so a slow
 # driver costs a slot, not a reconcile; the timeout leaves room for a driver on loaded cores, which a
@@ -84,11 +84,14 @@ def parse(text: str) -> Progress:
         executors_target=executors_target,
         snapshot=_snapshot_taken(snapshot_samples),
         snapshot_failure=_snapshot_failed(snapshot_samples),
+        snapshots_kept=_snapshots_kept(snapshot_samples),
     )
 
 
 _SNAPSHOT_METRICS = (contract.METRIC_SNAPSHOT_TIME, contract.METRIC_SNAPSHOT_BYTES, contract.METRIC_SNAPSHOT_BATCH,
-                     contract.METRIC_SNAPSHOT_FAILED)
+                     contract.METRIC_SNAPSHOT_FAILED, contract.METRIC_SNAPSHOTS_KEPT, contract.METRIC_SNAPSHOT_KEPT,
+                     contract.METRIC_SNAPSHOT_KEPT_BYTES, contract.METRIC_SNAPSHOT_KEPT_BATCH)
+KEPT_LIMIT = 1000  # snapshots read from one driver's metrics (status lists fewer)
 
 
 def _moment(seconds: float) -> datetime | None:
@@ -120,6 +123,28 @@ def _snapshot_taken(samples: list) -> SnapshotTaken | None:
     batches = sorted((s.labels.get("query", ""), batch) for s in mine
                      if s.name == contract.METRIC_SNAPSHOT_BATCH and (batch := _count(s.value)) is not None)
     return SnapshotTaken(name, taken_at, newest.labels.get("location"), size, tuple(batches))
+
+
+def _snapshots_kept(samples: list) -> tuple[KeptSnapshot, ...] | None:
+    """The snapshots the driver reports kept; None when it has not listed them (or does not say)."""
+    count = next((s.value for s in samples if s.name == contract.METRIC_SNAPSHOTS_KEPT), None)
+    if count is None or not math.isfinite(count) or count < 0:
+        return None
+    by_name: dict[str, dict[str, Any]] = {}
+    for s in samples:
+        name = s.labels.get("snapshot", "")
+        if s.name == contract.METRIC_SNAPSHOT_KEPT and name and len(by_name) < KEPT_LIMIT:
+            by_name[name] = {"taken_at": _moment(s.value), "batches": []}
+    for s in samples:
+        found = by_name.get(s.labels.get("snapshot", ""))
+        if found is None:
+            continue
+        if s.name == contract.METRIC_SNAPSHOT_KEPT_BYTES:
+            found["size_bytes"] = _count(s.value)
+        elif s.name == contract.METRIC_SNAPSHOT_KEPT_BATCH and (batch := _count(s.value)) is not None:
+            found["batches"].append((s.labels.get("query", ""), batch))
+    return tuple(KeptSnapshot(name, found["taken_at"], found.get("size_bytes"), tuple(sorted(found["batches"])))
+                 for name, found in sorted(by_name.items()))
 
 
 def _snapshot_failed(samples: list) -> SnapshotFailed | None:

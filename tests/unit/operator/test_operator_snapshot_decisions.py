@@ -15,7 +15,9 @@ from streamapp_operator import names
 from streamapp_operator.decide.plan import plan
 from streamapp_operator.decide.restore import NO_RESTORE, other_app, resolve
 from streamapp_operator.decide.snapshot import ask_change, snapshot_status
-from streamapp_operator.decide.world import Driver, Memory, Progress, RestoreSource, SnapshotFailed, SnapshotTaken
+from streamapp_operator.decide.world import (
+    Driver, KeptSnapshot, Memory, Progress, RestoreSource, SnapshotFailed, SnapshotTaken,
+)
 from streamapp_operator.observe.metrics import parse
 
 from streamapp_testkit.operator_apps import app as make_app
@@ -23,6 +25,7 @@ from test_operator_plan import SETTINGS, T0, cond, world
 
 pytestmark = pytest.mark.unit
 S3 = {"checkpoint": {"location": "s3a://ckpt/shop/orders"}}
+BASE = "s3a://ckpt/shop/orders"
 
 
 def ask(nonce=None, every=None, keep=3) -> str:
@@ -79,17 +82,17 @@ FAILURE = {"name": "every-20260101-000100", "time": "2026-01-01T00:01:00Z", "rea
      {**LAST, "takenAt": "2026-01-01T00:02:00Z"}, None, ["SnapshotTaken"]),
 ])
 def test_the_drivers_report_lands_in_status_with_one_event_each(reported, before, last, failure, events):
-    found = snapshot_status(reported, before)
+    found = snapshot_status(reported, before, BASE)
     assert (found.last, found.failure) == (last, failure)
     assert [e.reason for e in found.events] == events
 
 
 def test_the_snapshot_event_says_what_a_user_checks():
-    (event,) = snapshot_status(Progress(snapshot=TAKEN), {}).events
+    (event,) = snapshot_status(Progress(snapshot=TAKEN), {}, BASE).events
     assert event.type == "Normal"
     assert event.message == ("snapshot before-upgrade taken: at batch counts 41, totals 40, 2048 bytes, "
                              "in s3a://ckpt/shop/orders/snapshots/before-upgrade")
-    (warning,) = snapshot_status(Progress(snapshot_failure=FAILED), {}).events
+    (warning,) = snapshot_status(Progress(snapshot_failure=FAILED), {}, BASE).events
     assert warning.type == "Warning" and "no space left" in warning.message
 
 
@@ -112,6 +115,43 @@ def test_the_drivers_snapshot_metrics_are_read():
     assert progress.snapshot == SnapshotTaken("new", T0, "s3a://b/new", 2048, (("counts", 41),))
     assert progress.snapshot_failure == SnapshotFailed("x", T0 + timedelta(minutes=1), "boom")
     assert parse("").snapshot is None and parse("").snapshot_failure is None
+
+
+def test_every_snapshot_kept_is_listed_newest_first_and_kept_while_no_driver_reports():
+    kept = (KeptSnapshot("every-20260101-000000", T0, 10, (("counts", 3),)),
+            KeptSnapshot("before-upgrade", T0 + timedelta(minutes=5), 20, (("counts", 7),)),
+            KeptSnapshot("copied-by-hand"))  # no recorded time nor size: last
+    listed = snapshot_status(Progress(snapshots_kept=kept), {}, BASE).kept
+    assert listed == [
+        {"name": "before-upgrade", "location": f"{BASE}/snapshots/before-upgrade", "takenAt": "2026-01-01T00:05:00Z",
+         "sizeBytes": 20, "batches": {"counts": 7}},
+        {"name": "every-20260101-000000", "location": f"{BASE}/snapshots/every-20260101-000000",
+         "takenAt": "2026-01-01T00:00:00Z", "sizeBytes": 10, "batches": {"counts": 3}},
+        {"name": "copied-by-hand", "location": f"{BASE}/snapshots/copied-by-hand"}]
+    assert snapshot_status(Progress(), {"snapshots": listed}, BASE).kept == listed  # no driver: as they were
+    assert snapshot_status(Progress(snapshots_kept=()), {"snapshots": listed}, BASE).kept == []  # all deleted
+    many = tuple(KeptSnapshot(f"s{i}", T0 + timedelta(seconds=i)) for i in range(150))
+    newest = snapshot_status(Progress(snapshots_kept=many), {}, BASE).kept
+    assert len(newest) == 100 and newest[0]["name"] == "s149" and newest[-1]["name"] == "s50"
+
+
+def test_the_drivers_list_of_kept_snapshots_is_read_once_it_has_listed_them():
+    lines = [f"# TYPE {contract.METRIC_SNAPSHOTS_KEPT} gauge", f"# TYPE {contract.METRIC_SNAPSHOT_KEPT} gauge"]
+    assert parse("\n".join([*lines, f'{contract.METRIC_SNAPSHOTS_KEPT}{{app="orders"}} -1', ""])).snapshots_kept is None
+    assert parse("").snapshots_kept is None  # a runtime that does not say
+    assert parse("\n".join([*lines, f'{contract.METRIC_SNAPSHOTS_KEPT}{{app="orders"}} 0', ""])).snapshots_kept == ()
+    text = "\n".join([
+        *lines, f'{contract.METRIC_SNAPSHOTS_KEPT}{{app="orders"}} 2',
+        f'{contract.METRIC_SNAPSHOT_KEPT}{{app="orders",snapshot="a"}} 1767225600',
+        f'{contract.METRIC_SNAPSHOT_KEPT}{{app="orders",snapshot="old"}} 0',
+        f"# TYPE {contract.METRIC_SNAPSHOT_KEPT_BYTES} gauge",
+        f'{contract.METRIC_SNAPSHOT_KEPT_BYTES}{{app="orders",snapshot="a"}} 2048',
+        f'{contract.METRIC_SNAPSHOT_KEPT_BYTES}{{app="orders",snapshot="old"}} -1',
+        f"# TYPE {contract.METRIC_SNAPSHOT_KEPT_BATCH} gauge",
+        f'{contract.METRIC_SNAPSHOT_KEPT_BATCH}{{app="orders",snapshot="a",query="counts"}} 41',
+        f'{contract.METRIC_SNAPSHOT_KEPT_BATCH}{{app="orders",snapshot="a",query="fresh"}} -1',
+        f'{contract.METRIC_SNAPSHOT_KEPT_BATCH}{{app="orders",snapshot="gone",query="counts"}} 9', ""])
+    assert parse(text).snapshots_kept == (KeptSnapshot("a", T0, 2048, (("counts", 41),)), KeptSnapshot("old"))
 
 
 OWN = {"restoreFrom": {"snapshot": "s1"}, "resetNonce": "2"}

@@ -5,6 +5,7 @@ is half written, and its restore, on a local folder."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 import uuid
 
 import pytest
@@ -69,7 +70,11 @@ def test_a_copy_holds_each_query_at_its_last_committed_batch_and_nothing_newer(t
         "fresh/metadata", "fresh/sources/0/0",
     }
     assert copied.files == len(_tree(target)) - 1  # all but the snapshot marker, written last
-    assert json.loads((target / copying.SNAPSHOT_FILE).read_text()) == {"batches": {"counts": 2, "fresh": None}}
+    copied_bytes = sum(f.stat().st_size for f in target.rglob("*") if f.is_file() and f.name != copying.SNAPSHOT_FILE)
+    marker = json.loads((target / copying.SNAPSHOT_FILE).read_text())
+    assert marker == {"batches": {"counts": 2, "fresh": None}, "bytes": copied_bytes, "takenAt": copied.taken_at}
+    assert copied.size_bytes == copied_bytes and copied.taken_at is not None
+    assert copying.snapshot_record(str(target)) == replace(copied, files=0)  # as a later driver reads it back
     assert record.read_record(str(target)) == {"shufflePartitions": 4}
     assert (target / "counts/state/0/0/3_ab.zip").read_bytes() == b"z"
 

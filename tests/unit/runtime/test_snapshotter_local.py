@@ -53,7 +53,7 @@ def test_a_nonce_then_periodic_snapshots_the_oldest_beyond_keep_deleted(tmp_path
     commit["at"] = clock.now = clock.now + 5
     assert snapshotter.look() == "before-upgrade"
     taken = json.loads((base / "snapshots" / "before-upgrade" / "_snapshot.json").read_text())
-    assert taken == {"batches": {"counts": 2}}
+    assert taken["batches"] == {"counts": 2} and taken["takenAt"] == clock.now
     assert series(metrics, contract.METRIC_SNAPSHOT_BATCH) == [
         f'{contract.METRIC_SNAPSHOT_BATCH}{{app="clicks",query="counts",snapshot="before-upgrade"}} 2.0']
     assert snapshotter.look() is None  # taken: not again
@@ -65,11 +65,27 @@ def test_a_nonce_then_periodic_snapshots_the_oldest_beyond_keep_deleted(tmp_path
         periodic.append(snapshotter.look())
     assert all(name and name.startswith("every-") for name in periodic)
     assert sorted(p.name for p in (base / "snapshots").iterdir()) == sorted(["before-upgrade", *periodic[-2:]])
+    newest_bytes = float(sum(f.stat().st_size for f in (base / "snapshots" / periodic[-1]).rglob("*")
+                             if f.is_file() and f.name != "_snapshot.json"))
     assert series(metrics, contract.METRIC_SNAPSHOT_BYTES) == [
-        f'{contract.METRIC_SNAPSHOT_BYTES}{{app="clicks",snapshot="{periodic[-1]}"}} '
-        f'{float(sum(f.stat().st_size for f in (base / "snapshots" / periodic[-1]).rglob("*") if f.is_file()))}']
+        f'{contract.METRIC_SNAPSHOT_BYTES}{{app="clicks",snapshot="{periodic[-1]}"}} {newest_bytes}']
+    # every snapshot kept, and only those: the nonce's and the newest two periodic ones
+    kept = {line.split('snapshot="')[1].split('"')[0]: float(line.rsplit(" ", 1)[1])
+            for line in series(metrics, contract.METRIC_SNAPSHOT_KEPT)}
+    assert kept == {"before-upgrade": 1_800_000_005.0, periodic[-2]: 1_800_000_000.0 + 3 * 3600 + 10,
+                    periodic[-1]: clock.now}
+    assert f'{contract.METRIC_SNAPSHOT_KEPT_BYTES}{{app="clicks",snapshot="{periodic[-1]}"}} {newest_bytes}' \
+        in series(metrics, contract.METRIC_SNAPSHOT_KEPT_BYTES)
+    assert f'{contract.METRIC_SNAPSHOT_KEPT_BATCH}{{app="clicks",query="counts",snapshot="before-upgrade"}} 2.0' \
+        in series(metrics, contract.METRIC_SNAPSHOT_KEPT_BATCH)
 
-    # a restarted driver: the nonce is there, complete; the schedule goes on from the newest
+    # a restarted driver: the nonce is there, complete; the schedule goes on from the newest; it reports
+    # the snapshots it finds as kept, with what their _snapshot.json records, before any is asked of it
+    fresh = Metrics("clicks", {}, {})
+    idle = Snapshotter(lambda: None, str(root), str(base), lambda: Commits(None, None), fresh, clock=clock)
+    assert idle.look() is None
+    assert series(fresh, contract.METRIC_SNAPSHOT_KEPT) == series(metrics, contract.METRIC_SNAPSHOT_KEPT)
+    assert series(fresh, contract.METRIC_SNAPSHOT_KEPT_BATCH) == series(metrics, contract.METRIC_SNAPSHOT_KEPT_BATCH)
     again = Snapshotter(lambda: ask, str(root), str(base), lambda: Commits(commit["at"], commit["at"]), metrics, clock=clock)
     commit["at"] = clock.now = clock.now + 60
     assert again.look() is None
