@@ -1,8 +1,8 @@
 """Snapshots and restore on the test bed, the operator's side: a new spec.state.snapshotNonce reaches the
 running driver as its pod's annotation (no restart), and what the driver reports of its snapshots
-lands in status.state.lastSnapshot with an event; restoreFrom is refused at apply without a new
-resetNonce, and an app restoring from another app that is missing or keeps its state on a volume is
-not started, its status saying why.
+lands in status.state.lastSnapshot with an event, and those it keeps in status.state.snapshots;
+restoreFrom is refused at apply without a new resetNonce, and an app restoring from another app that
+is missing or keeps its state on a volume is not started, its status saying why.
 
 kwok's pods run no containers but have loopback addresses of their own (as in
 test_operator_in_place_rescale.py): the runtime's own metrics endpoint stands in for the driver at its
@@ -78,6 +78,19 @@ def test_a_snapshot_nonce_reaches_the_running_driver_and_its_report_lands_in_sta
             == "java.io.IOException: disk full")), timeout=60, every=2)
         warning = cluster.event("app", "SnapshotFailed", "disk full")
         assert warning["type"] == "Warning"
+
+        # every snapshot kept, newest first, as the driver lists them: the API server takes the list
+        now = time.time()
+        metrics.snapshots_kept({"every-20260101-000000": (now - 3600, 1024, {"counts": 9}),
+                                "before-upgrade": (now, 4096, {"counts": 17})})
+        kept = wait_for("status.state.snapshots", touched(cluster, "app", lambda: (
+            len(s := (cluster.status("app").get("state") or {}).get("snapshots") or []) == 2 and s)), timeout=60, every=2)
+        assert [k["name"] for k in kept] == ["before-upgrade", "every-20260101-000000"]
+        assert kept[0]["location"] == location and kept[0]["sizeBytes"] == 4096 and kept[0]["batches"] == {"counts": 17}
+        metrics.snapshots_kept({"before-upgrade": (now, 4096, {"counts": 17})})  # retention deleted the older one
+        wait_for("the deleted snapshot gone from status", touched(cluster, "app", lambda: (
+            [k["name"] for k in (cluster.status("app").get("state") or {}).get("snapshots") or []]
+            == ["before-upgrade"])), timeout=60, every=2)
     assert [e["reason"] for e in cluster.events("app")].count("SnapshotTaken") == 1, "one event per snapshot"
     assert cluster.driver("app")["metadata"]["uid"] == uid, "no restart for a snapshot"
 

@@ -128,6 +128,13 @@ def test_a_running_driver_takes_the_snapshots_asked_and_a_new_generation_starts_
     assert {labels["query"]: value for labels, value in samples(running, contract.METRIC_SNAPSHOT_BATCH)} \
         == {query: float(batch) for query, batch in batches_of(snapshot_location(base, last)).items()}
     assert samples(running, contract.METRIC_SNAPSHOT_FAILED) == []
+    # and every snapshot kept: exactly those left, each with the batches its folder holds
+    kept = {labels["snapshot"]: value for labels, value in samples(running, contract.METRIC_SNAPSHOT_KEPT)}
+    assert set(kept) == set(left) and all(time.time() - 200 < at <= time.time() for at in kept.values()), kept
+    assert samples(running, contract.METRIC_SNAPSHOTS_KEPT) == [({"app": the_app.metadata.name}, float(len(left)))]
+    for name in left:
+        assert {labels["query"]: value for labels, value in samples(running, contract.METRIC_SNAPSHOT_KEPT_BATCH)
+                if labels["snapshot"] == name} == {q: float(-1 if b is None else b) for q, b in batches_of(snapshot_location(base, name)).items()}
     assert any(f"snapshot {NONCE}: {len(queries)} queries at batches" in r.getMessage() for r in caplog.records)
 
     # a new generation from the nonce's snapshot: each query resumes at the snapshot's batch + 1
