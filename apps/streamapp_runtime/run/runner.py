@@ -209,13 +209,14 @@ def group_committer(app: StreamApp, options: dict[str, str], metrics: Metrics) -
                           admin_commit(admin_client(options)), metrics.group_commit_failed)
 
 
-def last_batch_run(progress: dict) -> int:
-    """The id of the last batch a query ran, from its ``lastProgress``. An idle trigger updates
-    ``lastProgress`` with the *next* batch id but runs no batch (no ``addBatch`` phase) and posts no
-    progress event to listeners (``onQueryIdle`` instead): waiting for that id would never end."""
-    batch = progress.get("batchId", -1)
-    ran = "addBatch" in progress.get("durationMs", {}) or progress.get("numInputRows", 0) > 0
-    return batch if ran else batch - 1
+def last_batch_run(progresses: list[dict]) -> int:
+    """The id of the last batch a query ran in this run, from its ``recentProgress`` (-1: none). An
+    idle trigger reports the *next* batch id but runs no batch (no ``addBatch`` phase) and posts no
+    progress event to listeners (``onQueryIdle`` instead): waiting for that id would never end, nor for
+    the batch before it when an earlier driver ran it (a restored or restarted query that is idle)."""
+    ran = [p.get("batchId", -1) for p in progresses
+           if "addBatch" in p.get("durationMs", {}) or p.get("numInputRows", 0) > 0]
+    return max(ran, default=-1)
 
 
 def _wait_for_listener(queries: list[StreamingQuery], listener: ProgressListener, timeout: float = 60.0) -> None:
@@ -226,11 +227,10 @@ def _wait_for_listener(queries: list[StreamingQuery], listener: ProgressListener
     last = {}
     for query in queries:
         try:
-            progress = query.lastProgress
+            recent = query.recentProgress
         except Exception:  # noqa: BLE001 - a query whose JVM side is gone has nothing more to report
             continue
-        if progress is not None:
-            last[query.name] = last_batch_run(json.loads(progress.json) if hasattr(progress, "json") else progress)
+        last[query.name] = last_batch_run([json.loads(p.json) if hasattr(p, "json") else p for p in recent or []])
     while time.monotonic() < deadline and any(listener.last_batch.get(q, -1) < b for q, b in last.items()):
         time.sleep(0.05)
 

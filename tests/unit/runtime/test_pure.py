@@ -168,18 +168,24 @@ def test_task_slots_of_a_driver(master, instances, cores, task_cpus, slots):
     assert task_slots(master, instances, cores, task_cpus, cpu_count=8) == slots
 
 
-@pytest.mark.parametrize("progress, batch", [
-    ({"batchId": 3, "numInputRows": 249, "durationMs": {"addBatch": 9, "walCommit": 1}}, 3),
-    ({"batchId": 4, "numInputRows": 0, "durationMs": {"addBatch": 2, "walCommit": 1}}, 4),  # a no-data batch ran
-    ({"batchId": 4, "numInputRows": 0, "durationMs": {"latestOffset": 11, "triggerExecution": 14}}, 3),  # idle
-    ({"batchId": 0, "numInputRows": 0, "durationMs": {"latestOffset": 5}}, -1),  # idle before any batch
-    ({"batchId": 7, "numInputRows": 12, "durationMs": {}}, 7),
+RAN_3 = {"batchId": 3, "numInputRows": 249, "durationMs": {"addBatch": 9, "walCommit": 1}}
+IDLE_4 = {"batchId": 4, "numInputRows": 0, "durationMs": {"latestOffset": 11, "triggerExecution": 14}}
+
+
+@pytest.mark.parametrize("progresses, batch", [
+    ([RAN_3], 3),
+    ([RAN_3, {"batchId": 4, "numInputRows": 0, "durationMs": {"addBatch": 2, "walCommit": 1}}], 4),  # a no-data batch ran
+    ([RAN_3, IDLE_4], 3),  # idle after it: the next id is no batch
+    ([{"batchId": 0, "numInputRows": 0, "durationMs": {"latestOffset": 5}}], -1),  # idle before any batch
+    ([IDLE_4], -1),  # a restored or restarted query, idle: batch 3 was an earlier driver's, never this listener's
+    ([{"batchId": 7, "numInputRows": 12, "durationMs": {}}], 7),
+    ([], -1),
 ])
-def test_the_last_batch_a_query_ran_is_not_the_id_of_its_idle_trigger(progress, batch):
+def test_the_last_batch_a_query_ran_is_not_the_id_of_its_idle_trigger(progresses, batch):
     """A stopping driver waits for its listener to see this batch: an idle query reports the next id."""
     from streamapp_runtime.run.runner import last_batch_run
 
-    assert last_batch_run(progress) == batch
+    assert last_batch_run(progresses) == batch
 
 
 def test_window_arguments():
