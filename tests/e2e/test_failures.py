@@ -182,7 +182,7 @@ def test_a_change_that_fails_is_rolled_back_to_the_stable_spec_and_its_state(ope
         c.kubectl("patch", "sapp", name, "-n", NS, "--type=merge", "-p", json.dumps(
             {"spec": {"image": f"docker.io/streamapp/runtime:{VERSION}-does-not-exist", "imagePullPolicy": "Never"}}))
         wait_for("the snapshot before generation 2 asked", lambda: _snapshot_asked(c, name, 2), timeout=120, every=1)
-        # a batch after the ask: the snapshot is taken after it (an idle app's waits up to a minute)
+        # a record after the ask: counted once whether the snapshot (taken at once) holds it or not
         kafka_admin.produce(c.kafka_bootstrap, source, [(None, "2")])
         status = wait_for("generation 2 rolled back", lambda: _rolled_back(c, name, 2), timeout=420, every=3)
         rollback = status["upgrade"]["rollback"]

@@ -5,7 +5,10 @@ from the manifest (``spec.state.snapshotNonce`` and ``snapshots``):
 
 - a nonce the app has no complete snapshot of is taken once every query committed a batch after the
   nonce was seen (or after ``IDLE_WAIT`` without: an idle query's last committed batch is its state
-  now). A driver that restarts finds the snapshot there and does not take it again;
+  now). The operator's ask before a change that restarts the driver (``checkpoint.pre_change_snapshot_name``)
+  is taken at once, at the last committed batch: the operator holds the change back until it is, and a
+  restore of it replays what came after from the source anyway. A driver that restarts finds the
+  snapshot there and does not take it again;
 - ``every``: a periodic snapshot after the first batch committed ``every`` seconds after the newest
   periodic one (after the driver's start when there is none: a restart keeps the schedule);
 - a snapshot that failed is tried again after the next committed batch, ``MAX_TRIES`` times in all:
@@ -140,7 +143,8 @@ def due(ask: Ask, complete: frozenset[str], now: float, commits: Commits, nonce_
         tries = failed.get(nonce)
         if tries is None or tries.count < MAX_TRIES:
             after = nonce_seen if tries is None else tries.at
-            if committed_after(after, by_every_query=True) or now - after >= IDLE_WAIT:
+            at_once = tries is None and pre_change_time(nonce) is not None
+            if at_once or committed_after(after, by_every_query=True) or now - after >= IDLE_WAIT:
                 return nonce
     if ask.every is None or last_commit is None:
         return None

@@ -35,6 +35,11 @@ P0 = periodic_snapshot_name(T0 - 600)  # a periodic snapshot taken ten minutes b
     # ... or, an idle app, IDLE_WAIT: its last committed batch is its state now
     (NONCE, set(), T0 + IDLE_WAIT, T0 - 100, {}, "before-upgrade"),
     (NONCE, set(), T0 + IDLE_WAIT, None, {}, "before-upgrade"),
+    # the operator's ask before a change: at once, at the last committed batch (none yet too)
+    (Ask(nonce="pre-4-20261127-060000"), set(), T0 + 1, T0 - 100, {}, "pre-4-20261127-060000"),
+    (Ask(nonce="pre-4-20261127-060000"), set(), T0 + 1, None, {}, "pre-4-20261127-060000"),
+    # ... but once failed, as any nonce: after the next commit
+    (Ask(nonce="pre-4-20261127-060000"), set(), T0 + 20, T0 + 10, {"pre-4-20261127-060000": Tries(1, T0 + 12)}, None),
     # taken already (a driver restarted after it): never again
     (NONCE, {"before-upgrade"}, T0 + 5, T0 + 2, {}, None),
     # failed: again after the next commit, MAX_TRIES in all
