@@ -195,6 +195,11 @@ def test_a_change_that_fails_is_rolled_back_to_the_stable_spec_and_its_state(ope
         assert "generation 2 did not become healthy" in events, events
 
         assert latest_counts(c, f"{source}-out", lambda got: sum(got.values()) == 4) == {"1": 1, "2": 3}
+        # the snapshot restored is among those status lists as kept, with its location and batches
+        kept = wait_for("the snapshots kept in status", lambda: next(
+            (k for k in (_status(c, name).get("state") or {}).get("snapshots") or [] if k["name"] == rollback["snapshot"]),
+            None) or NotYet(str((_status(c, name).get("state") or {}).get("snapshots"))), timeout=60, every=2)
+        assert kept["location"].endswith(f"/snapshots/{rollback['snapshot']}") and kept["batches"] and kept["takenAt"], kept
         kafka_admin.produce(c.kafka_bootstrap, source, [(None, "4")])  # a batch of the rolled-back driver
         assert latest_counts(c, f"{source}-out", lambda got: sum(got.values()) == 5) == {"1": 1, "2": 3, "4": 1}
 
