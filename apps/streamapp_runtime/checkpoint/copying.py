@@ -6,8 +6,9 @@ Spark writes each of those files once and never changes it, so a batch running m
 files, which are left out; it deletes only files older than ``minBatchesToRetain`` batches, so a file
 gone while the copy runs fails it (``CopyRaced``) rather than leaving a hole. ``streamapp.json``
 follows, and ``_snapshot.json`` (which batch of each query the copy holds, its size and when it was
-complete) is written last: a copy without it is incomplete. ``restore`` copies a complete one into an empty checkpoint, from which
-each query resumes at its batch + 1, under a new query id. See docs/state-operations.md.
+complete) is written last: a copy without it is incomplete. ``restore`` copies a complete one into an
+empty checkpoint, from which each query resumes at its batch + 1, under a new query id. See
+docs/state-operations.md.
 """
 
 from __future__ import annotations
