@@ -1,9 +1,9 @@
 """Exactly-once delivery to Kafka (``delivery: exactly-once`` on Kafka sinks and the dead-letter topic)
 on a real broker and real Spark.
 
-A reader with isolation.level=read_committed must see every expected row exactly once, through ten
-kill -9s of ``streamapp run`` at random moments (three more with the checkpoint on the test bed's S3 server), compared with the same pipeline computed here in
-plain Python; a replayed batch writes nothing twice, a zombie writer's transaction is fenced and its
+A reader with isolation.level=read_committed must see every expected row exactly once, through
+``KILLS`` kill -9s of ``streamapp run`` at random moments (with the checkpoint on a volume, and on the
+test bed's S3 server), compared with the same pipeline computed here in plain Python; a replayed batch writes nothing twice, a zombie writer's transaction is fenced and its
 rows are never visible, and a new checkpoint's batch 0 is not mistaken for the old one's.
 """
 
