@@ -167,7 +167,7 @@ def expired(complete: Iterable[str], incomplete: Iterable[str], keep: int, keep_
     ones beyond the newest ``keep`` (but never the newest pre-change one) and those whose copy did not
     finish. Never another nonce's, nor ``keep_also``, the nonce asked now."""
     def by_time(names: Iterable[str]) -> list[str]:
-        timed = ((_retained_time(n), n) for n in names if n != keep_also)
+        timed = ((retained_time(n), n) for n in names if n != keep_also)
         return [n for t, n in sorted((t, n) for t, n in timed if t is not None)]
 
     done = by_time(complete)
@@ -175,6 +175,8 @@ def expired(complete: Iterable[str], incomplete: Iterable[str], keep: int, keep_
     return by_time([*incomplete, *(set(done[:max(0, len(done) - keep)]) - set(newest_pre))])
 
 
-def _retained_time(name: str) -> float | None:
+def retained_time(name: str) -> float | None:
+    """The time a periodic or pre-change snapshot's name holds (those retention counts); None for any
+    other name."""
     at = periodic_time(name)
     return at if at is not None else pre_change_time(name)

@@ -25,7 +25,7 @@ from streamapp_runtime.run import own_pod, rescale
 from streamapp_runtime.run.metrics import Metrics
 from streamapp_runtime.run.poller import Poller
 from streamapp_runtime.run.snapshot_schedule import (
-    PERIODIC, Ask, Commits, Tries, ask_of_spec, due, expired, parse_ask, periodic_time, pre_change_time,
+    PERIODIC, Ask, Commits, Tries, ask_of_spec, due, expired, parse_ask, retained_time,
 )
 
 log = logging.getLogger("streamapp.runtime")
@@ -95,7 +95,7 @@ class Snapshotter(Poller):
         return {name: record is not None for name, record in found.items()}
 
     def _report_kept(self) -> None:
-        self.metrics.snapshots_kept({name: (record.taken_at or _name_time(name), record.size_bytes, record.batches)
+        self.metrics.snapshots_kept({name: (record.taken_at or retained_time(name), record.size_bytes, record.batches)
                                      for name, record in self.kept.items()})
 
     def _take(self, name: str, periodic: bool) -> bool:
@@ -148,13 +148,6 @@ def _record(location: str) -> Copied | None:
         return snapshot_record(location)
     except Refused:
         return None
-
-
-def _name_time(name: str) -> float | None:
-    """The time a periodic or pre-change snapshot's name holds: a snapshot taken before its time was
-    recorded has that at least."""
-    at = periodic_time(name)
-    return at if at is not None else pre_change_time(name)
 
 
 def first_line(exc: BaseException) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from streamapp_api.checkpoint import snapshot_location
@@ -69,33 +70,31 @@ class SnapshotStatus:
     kept: list[dict[str, Any]] | None = None  # status.state.snapshots
 
 
-def _last(taken: SnapshotTaken) -> dict[str, Any]:
-    entry: dict[str, Any] = {"name": taken.name[:NAME_LIMIT], "takenAt": rfc3339(taken.taken_at)}
-    if taken.location:
-        entry["location"] = taken.location[:LOCATION_LIMIT]
-    if taken.size_bytes is not None and taken.size_bytes >= 0:
-        entry["sizeBytes"] = taken.size_bytes
-    if taken.batches:
-        entry["batches"] = dict(taken.batches[:64])
+def _entry(name: str, taken_at: datetime | None, location: str | None, size: int | None,
+           batches: tuple[tuple[str, int], ...]) -> dict[str, Any]:
+    """A snapshot as status.state holds it (lastSnapshot, and each of snapshots), bounded as the model is."""
+    entry: dict[str, Any] = {"name": name[:NAME_LIMIT]}
+    if taken_at is not None:
+        entry["takenAt"] = rfc3339(taken_at)
+    if location:
+        entry["location"] = location[:LOCATION_LIMIT]
+    if size is not None and size >= 0:
+        entry["sizeBytes"] = size
+    if batches:
+        entry["batches"] = dict(batches[:64])
     return entry
+
+
+def _last(taken: SnapshotTaken) -> dict[str, Any]:
+    return _entry(taken.name, taken.taken_at, taken.location, taken.size_bytes, taken.batches)
 
 
 def _kept(found: tuple[KeptSnapshot, ...], base: str) -> list[dict[str, Any]]:
     """status.state.snapshots: newest first (those of no recorded time last), each with its location."""
     newest = sorted(found, key=lambda k: (k.taken_at is not None, k.taken_at.timestamp() if k.taken_at else 0.0,
                                           k.name), reverse=True)
-    entries = []
-    for kept in newest[:KEPT_LIMIT]:
-        entry: dict[str, Any] = {"name": kept.name[:NAME_LIMIT],
-                                 "location": snapshot_location(base, kept.name)[:LOCATION_LIMIT]}
-        if kept.taken_at is not None:
-            entry["takenAt"] = rfc3339(kept.taken_at)
-        if kept.size_bytes is not None:
-            entry["sizeBytes"] = kept.size_bytes
-        if kept.batches:
-            entry["batches"] = dict(kept.batches[:64])
-        entries.append(entry)
-    return entries
+    return [_entry(k.name, k.taken_at, snapshot_location(base, k.name), k.size_bytes, k.batches)
+            for k in newest[:KEPT_LIMIT]]
 
 
 def _failure(failed: SnapshotFailed) -> dict[str, Any]:
