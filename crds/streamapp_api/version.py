@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 
 def add_version_argument(parser: argparse.ArgumentParser) -> None:

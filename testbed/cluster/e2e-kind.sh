@@ -17,9 +17,9 @@ cleanup() { kind delete cluster --name "$name" >/dev/null 2>&1 || true; rm -f "$
 trap cleanup EXIT
 
 BASE_IMAGE=${BASE_IMAGE:-debian:bookworm-slim} CACHE=$CACHE bash "$here/images.sh"
-version=$(python3 -c 'import runpy, sys; print(runpy.run_path(sys.argv[1])["__version__"])' "$repo/crds/streamapp_api/version.py")
+tag=$(cat "$CACHE/images/out/tag")  # what images.sh built
 kind create cluster --name "$name" --kubeconfig "$kubeconfig" --wait 5m
-for image in "streamapp/operator:$version" "streamapp/runtime:$version"; do
+for image in "streamapp/operator:$tag" "streamapp/runtime:$tag"; do
   kind load docker-image --name "$name" "$image"
 done
 gateway=$("$DOCKER" network inspect kind -f '{{range .IPAM.Config}}{{if .Gateway}}{{.Gateway}} {{end}}{{end}}' | tr ' ' '\n' | grep -m1 '\.')

@@ -3,15 +3,25 @@
 # by debootstrap from Debian's archive (or BASE_IMAGE), the pause image from a static Go binary,
 # and the operator and runtime targets of the top-level Dockerfile. Saves each as a tar under
 # $CACHE/images/out for `ctr images import` (re-saved only when the image changed).
-# Nothing is pulled: Python wheels come from PyPI through pip, the connector jars from Maven.
+# Nothing is pulled: inside the build, pip reads PyPI and Maven reads Maven Central.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 testbed=$(dirname "$here"); repo=$(dirname "$testbed")
 CACHE=${CACHE:?}; DOCKER=${DOCKER:?run through docker.sh}
 set -a; source "$testbed/versions.env"; set +a
-VENV=${VENV:-$CACHE/venv}
-# The version is written once: crds/streamapp_api/version.py.
+# The version is written once: crds/streamapp_api/version.py. The tag adds the commit, so that each
+# change gets images of its own (nodes with imagePullPolicy IfNotPresent, `helm upgrade`); `-dirty`
+# when the checkout has uncommitted changes. TAG=... overrides. Written to $out/tag for the test bed,
+# `make push` and e2e-kind.sh.
 version=$(python3 -c 'import runpy, sys; print(runpy.run_path(sys.argv[1])["__version__"])' "$repo/crds/streamapp_api/version.py")
+if [[ -z ${TAG:-} ]]; then
+  TAG=$version
+  if commit=$(git -C "$repo" rev-parse --short=12 HEAD 2>/dev/null); then
+    TAG=$version-$commit
+    [[ -z $(git -C "$repo" status --porcelain --untracked-files=no 2>/dev/null) ]] || TAG=$TAG-dirty
+  fi
+fi
+[[ $TAG =~ ^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$ ]] || { echo "TAG=$TAG is not a valid image tag" >&2; exit 2; }
 images=$CACHE/images; out=$images/out
 mkdir -p "$images" "$out" "$CACHE/logs"
 log=$CACHE/logs/images.log; : >"$log"
@@ -42,47 +52,26 @@ if [[ $BASE_IMAGE == "$LOCAL_BASE" ]] && ! "$DOCKER" image inspect "$LOCAL_BASE"
   step "docker import $LOCAL_BASE"; timed "$DOCKER" import "$images/base-bookworm.tar" "$LOCAL_BASE"
 fi
 
-# --- the build context: packages, wheels of the pinned requirements, connector jars, image files.
-python3 - "$repo/pyproject.toml" "$images" <<'PY'
-import sys, tomllib
-project = tomllib.load(open(sys.argv[1], "rb"))["project"]
-extras = project["optional-dependencies"]
-for target in ("operator", "runtime"):
-    reqs = sorted(set(project["dependencies"]) | set(extras[target]))
-    open(f"{sys.argv[2]}/requirements-{target}.txt", "w").write("\n".join(reqs) + "\n")
-PY
-wheels_key=$(cat "$images"/requirements-*.txt | sha256sum | cut -c1-12)
-wheels=$images/wheels-cp311-$wheels_key
-if [[ ! -f $wheels/.complete ]]; then
-  step "pip wheel (PyPI) -> $wheels"
-  rm -rf "$wheels"
-  timed "$VENV/bin/pip" wheel -q -w "$wheels" -r "$images/requirements-operator.txt" -r "$images/requirements-runtime.txt"
-  touch "$wheels/.complete"
+# --- the images: the top-level Dockerfile with the repository as its context (pip and Maven inside
+# the build reach PyPI and Maven Central through the host's network: this engine has no bridge).
+# Where the network re-signs TLS, the build trusts the CAs this host added to its store (or the PEM
+# file BUILD_CA_CERTS names): the Dockerfile's `cacerts` secret, which no image keeps.
+cas=$images/build-cas.pem
+if [[ -n ${BUILD_CA_CERTS:-} ]]; then
+  cp "$BUILD_CA_CERTS" "$cas"
+else
+  find /usr/local/share/ca-certificates -name '*.crt' -type f -exec cat {} + >"$cas" 2>/dev/null || : >"$cas"
 fi
-jar_dirs=("$CACHE/jars/spark-kafka-$SPARK_VERSION" "$CACHE/jars/spark-s3-$HADOOP_VERSION-$AWSSDK_VERSION-$S3_ACCELERATOR_VERSION")
-for jars in "${jar_dirs[@]}"; do
-  [[ -f $jars/.complete ]] || { echo "$jars is missing: run make deps" >&2; exit 1; }
-done
-
-ctx=$images/context
-rm -rf "$ctx"; mkdir -p "$ctx/src" "$ctx/bin" "$ctx/jars"
-cp -al "$wheels" "$ctx/wheels"; rm -f "$ctx/wheels/.complete"
-for jars in "${jar_dirs[@]}"; do cp -l "$jars"/*.jar "$ctx/jars/"; done
-cp "$images"/requirements-*.txt "$ctx/"
-for pkg in crds/streamapp_api operator/streamapp_operator apps/streamapp_runtime; do
-  cp -r "$repo/$pkg" "$ctx/src/"
-done
-find "$ctx/src" -name __pycache__ -prune -exec rm -rf {} +
-cp "$here/image/streamapp" "$ctx/bin/"; cp "$here/image/entrypoint.sh" "$here/image/decom.sh" "$ctx/"
-cp "$repo/Dockerfile" "$repo/.dockerignore" "$ctx/"
-
 build() {  # build <target> <tag>
   step "docker build --target $1 -> $2 (from $BASE_IMAGE)"
   timed env DOCKER_BUILDKIT=1 "$DOCKER" build --network host --build-arg "BASE_IMAGE=$BASE_IMAGE" \
-    --target "$1" -t "$2" "$ctx"
+    --secret "id=cacerts,src=$cas" --target "$1" -t "$2" "$repo"
 }
-build operator "streamapp/operator:$version"
-build runtime "streamapp/runtime:$version"
+build operator "streamapp/operator:$TAG"
+build runtime "streamapp/runtime:$TAG"
+# earlier builds' tags go: the engine's data root keeps only what the last build made
+"$DOCKER" image ls --format '{{.Repository}}:{{.Tag}}' 'streamapp/*' \
+  | grep -vxF -e "streamapp/operator:$TAG" -e "streamapp/runtime:$TAG" | xargs -r "$DOCKER" rmi -f >>"$log" 2>&1 || true
 
 # --- pause: a static binary in an otherwise empty image.
 pause_dir=$images/pause; mkdir -p "$pause_dir"
@@ -96,14 +85,16 @@ PAUSE_IMAGE=streamapp.local/pause:3.10
 timed env DOCKER_BUILDKIT=1 "$DOCKER" build -t "$PAUSE_IMAGE" "$pause_dir"
 
 # --- tars for containerd, re-saved only when the image id changed.
-for tag in "$PAUSE_IMAGE" "streamapp/operator:$version" "streamapp/runtime:$version"; do
+for tag in "$PAUSE_IMAGE" "streamapp/operator:$TAG" "streamapp/runtime:$TAG"; do
   name=$(basename "${tag%%:*}")
   id=$("$DOCKER" image inspect -f '{{.Id}}' "$tag")
-  if [[ $(cat "$out/$name.id" 2>/dev/null) != "$id" ]]; then
+  if [[ $(cat "$out/$name.id" 2>/dev/null) != "$id $tag" ]]; then  # the tar names its tag too
     step "docker save $tag" >&2
     timed "$DOCKER" save -o "$out/$name.tar.tmp" "$tag"
-    mv "$out/$name.tar.tmp" "$out/$name.tar"; echo "$id" >"$out/$name.id"
+    mv "$out/$name.tar.tmp" "$out/$name.tar"; echo "$id $tag" >"$out/$name.id"
   fi
   printf '%s\t%s\t%s\n' "$tag" "${id:7:12}" "$(du -h "$out/$name.tar" | cut -f1)"
 done >"$out/images.tsv"
+echo "$TAG" >"$out/tag"
 column -t "$out/images.tsv"
+step "images tagged $TAG (helm: --set image.tag=$TAG)"

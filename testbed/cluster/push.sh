@@ -1,19 +1,18 @@
 #!/usr/bin/env bash
 # `make push REGISTRY=...` (run through docker.sh, after make images): tags the operator and runtime
-# images of this version as $REGISTRY/streamapp/<name>:<version> and pushes them (PUSH_IMAGES: which
-# of the two, default both). The chart's
-# image.registry takes the same REGISTRY. Docker pushes to 127.0.0.0/8 over plain HTTP; any other
+# images the last `make images` built as $REGISTRY/streamapp/<name>:<tag> and pushes them
+# (PUSH_IMAGES: which of the two, default both). The chart's image.registry takes the same REGISTRY,
+# image.tag the same tag. Docker pushes to 127.0.0.0/8 over plain HTTP; any other
 # registry must speak TLS or be listed in the engine's insecure-registries.
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-repo=$(dirname "$(dirname "$here")")
 REGISTRY=${REGISTRY:?REGISTRY=host[:port][/path]}; DOCKER=${DOCKER:?run through docker.sh}
 REGISTRY=${REGISTRY%/}
-version=$(python3 -c 'import runpy, sys; print(runpy.run_path(sys.argv[1])["__version__"])' "$repo/crds/streamapp_api/version.py")
+CACHE=${CACHE:?}
+tag=$(cat "$CACHE/images/out/tag" 2>/dev/null) || { echo "no images built: run make images" >&2; exit 1; }  # images.sh's
 for name in ${PUSH_IMAGES:-operator runtime}; do
   [[ $name == operator || $name == runtime ]] || { echo "PUSH_IMAGES: operator and/or runtime, not $name" >&2; exit 2; }
-  local_tag=streamapp/$name:$version
-  remote=$REGISTRY/streamapp/$name:$version
+  local_tag=streamapp/$name:$tag
+  remote=$REGISTRY/streamapp/$name:$tag
   "$DOCKER" image inspect "$local_tag" >/dev/null 2>&1 || { echo "$local_tag is not built: run make images" >&2; exit 1; }
   "$DOCKER" tag "$local_tag" "$remote"
   echo ">> docker push $remote"

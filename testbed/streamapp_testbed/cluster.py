@@ -20,7 +20,7 @@ from pathlib import Path
 from . import node
 from .kafka import KafkaBroker
 from .kube import ControlPlane
-from .paths import cache_dir, version_line
+from .paths import cache_dir, images_dir, version_line
 from .postgres import Postgres
 
 CONTEXT = "streamapp-cluster"
@@ -32,10 +32,6 @@ def run_dir() -> Path:
 
 def state_path() -> Path:
     return run_dir() / "state.json"
-
-
-def images_dir() -> Path:
-    return cache_dir() / "images" / "out"
 
 
 def read_state() -> dict | None:

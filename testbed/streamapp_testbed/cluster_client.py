@@ -15,7 +15,7 @@ from shutil import which
 
 import yaml
 
-from .paths import REPO_DIR, cache_dir, installed
+from .paths import REPO_DIR, cache_dir, image_tag, installed
 
 CHART = REPO_DIR / "charts" / "streamapp-operator"
 RELEASE = "streamapp-operator"  # the release name the README and docs/install.md install under
@@ -72,7 +72,8 @@ class ClusterClient:
 
     def install_operator(self, namespace: str, kafka_bootstrap: str, postgres_dsn: str, values: dict[str, str],
                          app_ports: tuple[str, ...] = ()) -> None:
-        """The chart into `namespace` (created), watching it, admission webhook and NetworkPolicies on;
+        """The chart into `namespace` (created), watching it, with the images `make images` built,
+        admission webhook and NetworkPolicies on;
         the test bed's Kafka and Postgres (and `app_ports`, e.g. its S3 server) listen on ports of their
         own, allowed out of the operator's and the apps' NetworkPolicies as a user would (where the
         network plugin enforces them)."""
@@ -80,7 +81,7 @@ class ClusterClient:
         kafka_port, pg_port = kafka_bootstrap.rsplit(":", 1)[1], postgres_dsn.rsplit(":", 1)[1].split("/")[0]
         app_egress = ",".join(("53/UDP", "53/TCP", "443", "6443", kafka_port, pg_port, *app_ports))
         self.chart(namespace, "upgrade", "--install", "--wait", "--timeout", "5m",
-                   values={"networkPolicy.enabled": "true",
+                   values={"image.tag": image_tag(), "networkPolicy.enabled": "true",
                            "networkPolicy.egressPorts": f"{{53/UDP,53/TCP,443,6443,9090,{kafka_port}}}",
                            "appNetworkPolicies.egressPorts": f"{{{app_egress}}}",
                            **values})

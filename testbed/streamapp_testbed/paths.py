@@ -32,6 +32,19 @@ def cache_dir() -> Path:
     return Path(os.environ.get("STREAMAPP_CACHE", Path.home() / ".cache" / "streamapp"))
 
 
+def images_dir() -> Path:
+    """Where `make images` (testbed/cluster/images.sh) saves the images it built, and their tag."""
+    return cache_dir() / "images" / "out"
+
+
+def image_tag() -> str:
+    """The tag of the operator and runtime images the last `make images` built (version-commit)."""
+    try:
+        return (images_dir() / "tag").read_text().strip()
+    except FileNotFoundError:
+        raise RuntimeError(f"no images built under {images_dir()}: run `make images` first") from None
+
+
 @dataclass(frozen=True)
 class Installed:
     """Paths of the installed parts; each raises a clear error when bootstrap has not run."""

@@ -272,6 +272,11 @@ def test_without_a_registry_the_images_are_the_ones_make_images_tags():
     container = one(render(), "Deployment")["spec"]["template"]["spec"]["containers"][0]
     assert container["image"] == f"streamapp/operator:{__version__}"
     assert f"--runtime-image=streamapp/runtime:{__version__}" in container["args"]
+    # the tag `make images` printed names both images: a new one rolls the operator on `helm upgrade`
+    tagged = one(render("image.tag=0.2.0-0123456789ab"), "Deployment")["spec"]["template"]
+    assert tagged["spec"]["containers"][0]["image"] == "streamapp/operator:0.2.0-0123456789ab"
+    assert "--runtime-image=streamapp/runtime:0.2.0-0123456789ab" in tagged["spec"]["containers"][0]["args"]
+    assert tagged != one(render(), "Deployment")["spec"]["template"]
 
 
 def test_replicas_elect_a_leader_share_the_webhook_ca_and_spread_over_nodes():

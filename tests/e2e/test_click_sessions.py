@@ -15,9 +15,10 @@ import urllib.request
 
 import pytest
 
-from streamapp_testkit.e2e_clicks import (APP, CLASS, LATE, MALFORMED, NS, PG_SECRET, REPO, RUN, TOPIC, VERSION, app_object,
+from streamapp_testkit.e2e_clicks import (APP, CLASS, LATE, MALFORMED, NS, PG_SECRET, REPO, RUN, TOPIC, app_object,
                         executors_follow, manifest, new_driver, outputs_exact, produce, round_events, running)  # fmt: skip
 from streamapp_api.sinks import query_name_of
+from streamapp_testbed.paths import image_tag
 from streamapp_testbed.waiting import NotYet, wait_for
 from streamapp_testbed import cluster_apps, kafka_admin
 
@@ -55,7 +56,7 @@ def test_runs_on_driver_and_executor_pods_and_both_sinks_are_exact(operator, pro
     assert driver[0]["spec"]["nodeName"]
     # 2 partitions, 1 core per executor: 2 executors, started by the driver from the runtime image.
     wait_for("2 executors", lambda: executors_follow(c, 2), timeout=600, every=2)
-    assert {p["spec"]["containers"][0]["image"] for p in running(c, "executor")} == {f"streamapp/runtime:{VERSION}"}
+    assert {p["spec"]["containers"][0]["image"] for p in running(c, "executor")} == {f"streamapp/runtime:{image_tag()}"}
     assert_outputs_exact(c, timeout=900)
     # The malformed record: read back after the batch that counted it, written to the dead-letter
     # topic and counted (the driver is replaced two tests on, so its count must be scraped by then).

@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from streamapp_testkit.e2e_clicks import APP, CLASS, NS, RUN, VERSION, latest_counts
+from streamapp_testkit.e2e_clicks import APP, CLASS, NS, RUN, latest_counts
+from streamapp_testbed.paths import image_tag
 from streamapp_testbed.waiting import NotYet, wait_for
 from streamapp_testbed import cluster_apps, kafka_admin
 
@@ -90,10 +91,10 @@ def _why(c, name: str, reasons: tuple[str, ...]):
 
 def test_an_image_that_cannot_be_pulled(operator, topic):
     c = operator
-    _app(c, "no-image", topic, image=f"docker.io/streamapp/runtime:{VERSION}-does-not-exist", imagePullPolicy="Never")
+    _app(c, "no-image", topic, image=f"docker.io/streamapp/runtime:{image_tag()}-does-not-exist", imagePullPolicy="Never")
     ready = wait_for("ImagePullFailed", lambda: (r := _ready(c, "no-image")).get("reason") == "ImagePullFailed" and r,
                      timeout=WITHIN + 30, every=2)  # the pod's scheduling and the kubelet's first try included
-    assert f"image docker.io/streamapp/runtime:{VERSION}-does-not-exist cannot be pulled (ErrImageNeverPull" in ready["message"]
+    assert f"image docker.io/streamapp/runtime:{image_tag()}-does-not-exist cannot be pulled (ErrImageNeverPull" in ready["message"]
     assert "ImagePullFailed" in c.kubectl("get", "sapp", "no-image", "-n", NS).stdout
     _gone(c, "no-image")
 
@@ -180,7 +181,7 @@ def test_a_change_that_fails_is_rolled_back_to_the_stable_spec_and_its_state(ope
 
         # 1. never Ready: the image cannot be pulled
         c.kubectl("patch", "sapp", name, "-n", NS, "--type=merge", "-p", json.dumps(
-            {"spec": {"image": f"docker.io/streamapp/runtime:{VERSION}-does-not-exist", "imagePullPolicy": "Never"}}))
+            {"spec": {"image": f"docker.io/streamapp/runtime:{image_tag()}-does-not-exist", "imagePullPolicy": "Never"}}))
         wait_for("the snapshot before generation 2 asked", lambda: _snapshot_asked(c, name, 2), timeout=120, every=1)
         # a record after the ask: counted once whether the snapshot (taken at once) holds it or not
         kafka_admin.produce(c.kafka_bootstrap, source, [(None, "2")])

@@ -11,14 +11,12 @@ from pathlib import Path
 
 from streamapp_testbed import clickstream, cluster_apps, kafka_admin
 from streamapp_testbed.cluster_apps import round_events
-from streamapp_api.version import __version__
 from streamapp_testbed.waiting import NotYet, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 NS = "streamapp-e2e"
 APP = "click-sessions"
 CLASS = "streamapp-e2e"
-VERSION = __version__  # the images make images tagged
 RUN = os.urandom(3).hex()  # topics, table, volume: fresh names on a cluster (and Kafka) that may be reused
 TOPIC, OUT, TABLE = f"clickstream-{RUN}", f"session-summaries-{RUN}", f"session_stats_{RUN}"
 PG_SECRET = "pg"

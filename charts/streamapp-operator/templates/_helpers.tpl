@@ -126,9 +126,9 @@ anchor GitHub and most Markdown renderers give the heading "## AlertName" of doc
 {{- printf "%s:%s" (include "streamapp-operator.inRegistry" (list .Values.image.registry .Values.image.repository)) (.Values.image.tag | default .Chart.AppVersion) -}}
 {{- end -}}
 
-{{/* The image of StreamApps without spec.image: runtimeImage, else the runtime of this release in image.registry. */}}
+{{/* The image of StreamApps without spec.image: runtimeImage, else the runtime of this release (the operator's tag) in image.registry. */}}
 {{- define "streamapp-operator.runtimeImage" -}}
-{{- .Values.runtimeImage | default (printf "%s:%s" (include "streamapp-operator.inRegistry" (list .Values.image.registry "streamapp/runtime")) .Chart.AppVersion) -}}
+{{- .Values.runtimeImage | default (printf "%s:%s" (include "streamapp-operator.inRegistry" (list .Values.image.registry "streamapp/runtime")) (.Values.image.tag | default .Chart.AppVersion)) -}}
 {{- end -}}
 
 {{/* The policy file: images default to the repository of the runtime image. */}}
