@@ -41,11 +41,15 @@ stop() {
   kill -KILL "$pid" 2>/dev/null || true
 }
 
-# probe <runtime>: does a privileged container start with it? Any local image will do.
+# probe <runtime>: does a privileged container start with it? The image: the host's own /bin/true
+# and the libraries it loads, imported once.
+PROBE_IMAGE=streamapp.local/kind-probe:true
 probe() {
-  local image; image=$("$DOCKER" images --format '{{.Repository}}:{{.Tag}}' | grep -v '<none>' | head -n1)
-  [[ -n $image ]] || { echo "no image to probe with" >&2; return 2; }
-  "$DOCKER" run --rm --privileged --network none --runtime "$1" --entrypoint /bin/true "$image" >>"$log" 2>&1
+  if ! "$DOCKER" image inspect "$PROBE_IMAGE" >/dev/null 2>&1; then
+    (echo /bin/true; ldd /bin/true | grep -o '/[^ ]*') | sort -u | sed 's|^/||' \
+      | tar -C / --dereference -cf - -T - | "$DOCKER" import - "$PROBE_IMAGE" >/dev/null
+  fi
+  "$DOCKER" run --rm --privileged --network none --runtime "$1" "$PROBE_IMAGE" /bin/true >>"$log" 2>&1
 }
 
 case ${1:-} in
@@ -53,15 +57,10 @@ case ${1:-} in
     if running; then exit 0; fi
     step "dockerd for kind (socket $DOCKER_HOST, data root $data, log $log)"
     launch runc
-    if [[ ${KIND_PROBE_IMAGE_TAR:-} && -z $("$DOCKER" images -q) ]]; then
-      "$DOCKER" import "$KIND_PROBE_IMAGE_TAR" streamapp.local/kind-probe:latest >/dev/null
-    fi
     if probe runc; then
       echo runc >"$KIND_RUN/runtime"
       step "runtime: runc (a privileged container starts with it)"
     else
-      rc=$?
-      ((rc == 2)) && { echo runc >"$KIND_RUN/runtime"; exit 0; }
       probe kind-runc || { echo "a privileged container starts with neither runc nor kind-runc (log: $log)" >&2; stop; exit 1; }
       step "runtime: kind-runc (runc fails a privileged container here; kind-runc drops what the host lacks)"
       stop; launch kind-runc; echo kind-runc >"$KIND_RUN/runtime"
