@@ -47,9 +47,10 @@ rootfs slim "$SLIM_PACKAGES" streamapp.local/kind-rootfs:slim
 
 # build <tag> <context>: docker build, skipped when the image of the same context exists.
 build() {
-  local tag=$1 ctx=$2 sum
-  sum=$( (cd "$ctx" && find . -type f -print0 | sort -z | xargs -0 sha256sum; "$DOCKER" image inspect -f '{{.Id}}' \
-    "$(awk '/^FROM/ {print $2; exit}' "$ctx/Dockerfile")" 2>/dev/null) | sha256sum | cut -c1-12)
+  local tag=$1 ctx=$2 sum base base_id=
+  base=$(awk '/^FROM/ {print $2; exit}' "$ctx/Dockerfile")
+  [[ $base == scratch ]] || base_id=$("$DOCKER" image inspect -f '{{.Id}}' "$base")
+  sum=$( { (cd "$ctx" && find . -type f -print0 | sort -z | xargs -0 sha256sum); echo "$base_id"; } | sha256sum | cut -c1-12)
   if [[ $("$DOCKER" image inspect -f '{{index .Config.Labels "streamapp.context"}}' "$tag" 2>/dev/null) == "$sum" ]]; then
     return 0
   fi
@@ -74,7 +75,7 @@ for image in "${wanted[@]}"; do
     pause)
       pause_bin=$NODE_DIR/pause/pause
       if [[ ! -x $pause_bin || $testbed/cluster/image/pause.go -nt $pause_bin ]]; then
-        step "go build pause"
+        step "go build pause"; mkdir -p "$(dirname "$pause_bin")"
         (cd "$testbed/cluster/image" && go build -trimpath -ldflags '-s -w' -o "$pause_bin" .)
       fi
       mkdir -p "$ctxs/pause"; cp "$pause_bin" "$ctxs/pause/"
