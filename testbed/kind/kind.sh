@@ -86,6 +86,8 @@ down() {
   if [[ -f $KIND_RUN/inotify ]]; then cat "$KIND_RUN/inotify" >"$INOTIFY"; rm -f "$KIND_RUN/inotify"; fi
   rm -f "$KUBECONFIG_FILE"
   bash "$kind_here/dockerd.sh" stop
+  # The engine's run folder (kind.yaml, the probe's verdict, the exec root), once nothing is mounted there.
+  findmnt -rn -o TARGET | grep -q "^$KIND_RUN" || rm -rf "$KIND_RUN"
 }
 
 case ${1:-} in

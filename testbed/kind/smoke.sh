@@ -15,6 +15,8 @@ trap cleanup EXIT
 timed "node Ready" "$kubectl" wait --for=condition=Ready node --all --timeout=180s
 "$kubectl" get nodes -o wide
 "$kubectl" create namespace "$ns" >/dev/null
+# A new namespace has no service account for its pods until the controller manager makes one.
+for _ in $(seq 120); do "$kubectl" -n "$ns" get serviceaccount default >/dev/null 2>&1 && break; sleep 0.5; done
 
 pod() {  # pod <name> <image> <command> [claim]: a pod that never pulls
   local volumes="" mounts=""
