@@ -34,11 +34,15 @@ launch() {  # launch <default runtime>
 }
 
 stop() {
-  running || { rm -f "$pidfile"; return 0; }
-  local pid; pid=$(cat "$pidfile")
-  kill -TERM "$pid"
-  for _ in $(seq 120); do kill -0 "$pid" 2>/dev/null || { rm -f "$pidfile"; return 0; }; sleep 0.5; done
-  kill -KILL "$pid" 2>/dev/null || true
+  if running; then
+    local pid; pid=$(cat "$pidfile")
+    kill -TERM "$pid"
+    for _ in $(seq 120); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
+  # The run folder (exec root, kind.yaml, the probe's verdict), once nothing is mounted there; grep
+  # without -q reads to the end (an early exit fails findmnt with SIGPIPE under pipefail).
+  findmnt -rn -o TARGET | grep "^$KIND_RUN" >/dev/null || rm -rf "$KIND_RUN"
 }
 
 # probe <runtime>: does a privileged container start with it? The image: the host's own /bin/true

@@ -86,9 +86,6 @@ down() {
   if [[ -f $KIND_RUN/inotify ]]; then cat "$KIND_RUN/inotify" >"$INOTIFY"; rm -f "$KIND_RUN/inotify"; fi
   rm -f "$KUBECONFIG_FILE"
   bash "$kind_here/dockerd.sh" stop
-  # The engine's run folder (kind.yaml, the probe's verdict, the exec root), once nothing is mounted there.
-  # (grep without -q reads all: an early exit would fail findmnt with SIGPIPE under pipefail.)
-  findmnt -rn -o TARGET | grep "^$KIND_RUN" >/dev/null || rm -rf "$KIND_RUN"
 }
 
 case ${1:-} in

@@ -58,6 +58,7 @@ build() {
   timed "$DOCKER" build --network none --label "streamapp.context=$sum" -t "$tag" "$ctx"
 }
 ctxs=$NODE_DIR/contexts; rm -rf "$ctxs"; mkdir -p "$ctxs"
+put() { cp -l "$@" 2>/dev/null || cp "$@"; }  # hard links where the cache allows: binaries are large
 
 # --- the images kubeadm asks for, under its tags (`kubeadm config images list`), and the pause
 # image under the tag of the node's containerd configuration (sandbox_image) too.
@@ -68,7 +69,7 @@ for image in "${wanted[@]}"; do
   name=${image##*/}; name=${name%%:*}
   case $name in
     kube-apiserver|kube-controller-manager|kube-scheduler|kube-proxy|etcd)
-      mkdir -p "$ctxs/$name"; cp "$kube_bin/$name" "$ctxs/$name/"
+      mkdir -p "$ctxs/$name"; put "$kube_bin/$name" "$ctxs/$name/"
       printf 'FROM streamapp.local/kind-rootfs:slim\nCOPY %s /usr/local/bin/%s\n' "$name" "$name" >"$ctxs/$name/Dockerfile"
       build "$image" "$ctxs/$name"; preload+=("$image") ;;
     coredns) ;;  # not built: kind.yaml skips the addon
@@ -78,7 +79,7 @@ for image in "${wanted[@]}"; do
         step "go build pause"; mkdir -p "$(dirname "$pause_bin")"
         (cd "$testbed/cluster/image" && go build -trimpath -ldflags '-s -w' -o "$pause_bin" .)
       fi
-      mkdir -p "$ctxs/pause"; cp "$pause_bin" "$ctxs/pause/"
+      mkdir -p "$ctxs/pause"; put "$pause_bin" "$ctxs/pause/"
       printf 'FROM scratch\nCOPY pause /pause\nUSER 65535:65535\nENTRYPOINT ["/pause"]\n' >"$ctxs/pause/Dockerfile"
       build "$image" "$ctxs/pause"; preload+=("$image")
       if [[ $sandbox != "$image" ]]; then "$DOCKER" tag "$image" "$sandbox"; preload+=("$sandbox"); fi ;;
@@ -91,7 +92,7 @@ done
 # tolerating the control plane, volumes under /var/local-path-provisioner (the node's /var volume).
 LPP_IMAGE=streamapp.local/local-path-provisioner:$LOCAL_PATH_PROVISIONER_VERSION
 LPP_HELPER=streamapp.local/local-path-helper:bookworm
-mkdir -p "$ctxs/local-path-provisioner"; cp "$LPP_DIR/bin/local-path-provisioner" "$ctxs/local-path-provisioner/"
+mkdir -p "$ctxs/local-path-provisioner"; put "$LPP_DIR/bin/local-path-provisioner" "$ctxs/local-path-provisioner/"
 printf 'FROM streamapp.local/kind-rootfs:slim\nCOPY local-path-provisioner /usr/local/bin/\n' >"$ctxs/local-path-provisioner/Dockerfile"
 build "$LPP_IMAGE" "$ctxs/local-path-provisioner"
 "$DOCKER" tag streamapp.local/kind-rootfs:slim "$LPP_HELPER"  # the helper runs sh, mkdir and rm
@@ -105,9 +106,9 @@ node=$ctxs/node
 cp -r "$kind_files/." "$node/"
 chmod -R u=rwX,go=rX "$node"; chmod 0755 "$node"/usr/local/bin/* "$node"/kind/bin/*
 mkdir -p "$node/usr/bin" "$node/etc/cni/net.d"
-cp "$kube_bin/kubeadm" "$kube_bin/kubelet" "$kube_bin/kubectl" "$node/usr/bin/"
+put "$kube_bin/kubeadm" "$kube_bin/kubelet" "$kube_bin/kubectl" "$node/usr/bin/"
 if [[ -x $CACHE/cri-tools-$CRICTL_VERSION/bin/crictl ]]; then
-  mkdir -p "$node/usr/local/bin"; cp "$CACHE/cri-tools-$CRICTL_VERSION/bin/crictl" "$node/usr/local/bin/"
+  mkdir -p "$node/usr/local/bin"; put "$CACHE/cri-tools-$CRICTL_VERSION/bin/crictl" "$node/usr/local/bin/"
 fi
 printf '%s' "$KUBE_VERSION" >"$node/kind/version"
 # The pods' network, in place of kindnetd: one node, one range; ptp gives each pod a veth to the
