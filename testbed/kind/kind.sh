@@ -72,7 +72,7 @@ up() {
   "$KIND_BIN" create cluster --name "$CLUSTER_NAME" --image "$NODE_IMAGE" --config "$KIND_RUN/kind.yaml" \
     --kubeconfig "$KUBECONFIG_FILE" --wait 5m
   step "kind create cluster: $((SECONDS - t0))s"
-  step "KUBECONFIG=$KUBECONFIG_FILE"
+  step "KUBECONFIG=$KUBECONFIG_FILE DOCKER_HOST=$DOCKER_HOST (kind and docker by hand: Debian's /usr/bin/docker)"
 }
 
 down() {
