@@ -35,7 +35,7 @@ rootfs() {  # rootfs <name> <packages> <image>: debootstrap once (cached), impor
   if [[ ! -f $tar ]]; then
     step "debootstrap bookworm $1 (log: $log)"; timed make_rootfs "$tar" "$2"
   fi
-  local id; id=$(sha256sum <<<"$tar" | cut -c1-12)
+  local id; id=$(stat -c '%n %s %Y' "$tar" | sha256sum | cut -c1-12)
   if [[ $("$DOCKER" image inspect -f '{{index .Config.Labels "streamapp.rootfs"}}' "$3" 2>/dev/null) != "$id" ]]; then
     step "docker import $3"
     timed "$DOCKER" import -c "LABEL streamapp.rootfs=$id" \
@@ -63,6 +63,7 @@ put() { cp -l "$@" 2>/dev/null || cp "$@"; }  # hard links where the cache allow
 # --- the images kubeadm asks for, under its tags (`kubeadm config images list`), and the pause
 # image under the tag of the node's containerd configuration (sandbox_image) too.
 mapfile -t wanted < <("$kube_bin/kubeadm" config images list --kubernetes-version "$KUBE_VERSION" 2>/dev/null)
+((${#wanted[@]})) || { echo "kubeadm config images list named no image" >&2; exit 1; }
 sandbox=$(sed -n 's/^ *sandbox_image *= *"\(.*\)"/\1/p' "$kind_files/etc/containerd/config.toml")
 preload=()
 for image in "${wanted[@]}"; do
