@@ -61,6 +61,8 @@ up() {
     [[ -f $KIND_RUN/inotify ]] || cat "$INOTIFY" >"$KIND_RUN/inotify"
     echo 512 >"$INOTIFY"
   fi
+  # kind bind-mounts /lib/modules; this kernel has no modules folder (Docker would make it anyway).
+  if [[ ! -e /lib/modules ]]; then mkdir /lib/modules; touch "$KIND_RUN/lib-modules"; fi
   if ! "$DOCKER" network inspect "$KIND_NETWORK" >/dev/null 2>&1; then
     "$DOCKER" network create --driver bridge --subnet "$KIND_SUBNET" --gateway "$KIND_GATEWAY" \
       -o com.docker.network.bridge.name="$KIND_BRIDGE" -o com.docker.network.bridge.enable_ip_masquerade=false \
@@ -85,6 +87,7 @@ down() {
   while iptables -D "${GUARD[@]}" 2>/dev/null; do :; done
   if [[ -f $KIND_RUN/inotify ]]; then cat "$KIND_RUN/inotify" >"$INOTIFY"; rm -f "$KIND_RUN/inotify"; fi
   rm -f "$KUBECONFIG_FILE"
+  if [[ -f $KIND_RUN/lib-modules ]]; then rmdir /lib/modules 2>/dev/null || true; fi
   bash "$kind_here/dockerd.sh" stop
 }
 
