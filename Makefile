@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 # Every process a run starts inherits this id; `leftovers` finds exactly those still running.
 export STREAMAPP_TESTBED_RUN ?= $(shell date +%s%N)
 
-.PHONY: help venv deps local-deps test unit integration demo demo-local testbed-up crds images push push-registry-given cluster-deps cluster-up cluster-down e2e e2e-kind
+.PHONY: help venv deps local-deps test unit integration demo demo-local testbed-up crds images push push-registry-given cluster-deps cluster-up cluster-down e2e e2e-kind kind-image kind-up kind-smoke kind-down
 
 help:
 	@echo "make test        install what is missing, start the test bed and the cluster, run every test, stop everything"
@@ -26,6 +26,7 @@ help:
 	@echo "make push REGISTRY=host[:port][/path]  tag both images under REGISTRY and push them"
 	@echo "make cluster-up  start the real single-node cluster (make cluster-down stops it)"
 	@echo "make e2e         end-to-end tests on that cluster; make e2e-kind: the same on kind"
+	@echo "make kind-up     a kind cluster built here (no image pulled); make kind-smoke proves it, kind-down deletes it"
 	@echo "cache: $(STREAMAPP_CACHE)"
 
 # Idempotent: a warm run checks stamps under $(STREAMAPP_CACHE) and returns in seconds.
@@ -128,6 +129,20 @@ e2e: cluster-deps images
 # For machines with Docker, kind, helm and internet (e.g. a GitHub Actions runner).
 e2e-kind: deps
 	@$(CLUSTER_ENV); PYTHON=$(PYTHON) bash testbed/cluster/e2e-kind.sh $(PYTEST_ARGS)
+
+# --- a kind cluster from this machine's own builds (testbed/kind): Debian's archive and the Go module
+# proxy only, no container registry. kind-up leaves it running (KUBECONFIG: $(STREAMAPP_CACHE)/kind-streamapp.kubeconfig).
+kind-image:
+	@$(CLUSTER_ENV); bash testbed/kind/kind.sh image
+
+kind-up:
+	@$(CLUSTER_ENV); bash testbed/kind/kind.sh up
+
+kind-smoke:
+	@$(CLUSTER_ENV); bash testbed/kind/smoke.sh
+
+kind-down:
+	@$(CLUSTER_ENV); bash testbed/kind/kind.sh down
 
 # The benchmarks (bench/): results in bench/results/*.json, the tables in bench/README.md.
 # Heavy: dataplane, realtime, controlplane and recovery by default, 44 min 22 s measured (bench/README.md "How long");

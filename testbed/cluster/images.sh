@@ -29,25 +29,12 @@ step() { printf '>> %s\n' "$*"; }
 timed() { local t0=$SECONDS; "$@" >>"$log" 2>&1 || { tail -n 40 "$log" >&2; exit 1; }; step "  done in $((SECONDS - t0))s" >&2; }
 
 # --- base: debootstrap once, cached as a tarball; imported when the engine lacks it.
+source "$here/rootfs.sh"
 LOCAL_BASE=streamapp.local/debian:bookworm
 BASE_IMAGE=${BASE_IMAGE:-$LOCAL_BASE}
-debian_mirror() {  # the host's own Debian archive address, from its apt sources
-  grep -rhoE '(URIs:|^deb)\s+\S+/debian/?(\s|$)' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null \
-    | awk '{print $2}' | head -n1
-}
-make_base() {
-  local root; root=$(mktemp -d "$images/rootfs.XXXXXX")
-  local mirror=${DEBIAN_MIRROR:-$(debian_mirror)}
-  debootstrap --variant=minbase bookworm "$root" "$mirror"
-  printf 'deb %s bookworm main\ndeb %s bookworm-updates main\n' "$mirror" "$mirror" >"$root/etc/apt/sources.list"
-  rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/* "$root"/var/log/*.log
-  tar -C "$root" --numeric-owner -cf "$images/base-bookworm.tar.tmp" .
-  rm -rf "$root"
-  mv "$images/base-bookworm.tar.tmp" "$images/base-bookworm.tar"
-}
 if [[ $BASE_IMAGE == "$LOCAL_BASE" ]] && ! "$DOCKER" image inspect "$LOCAL_BASE" >/dev/null 2>&1; then
   if [[ ! -f $images/base-bookworm.tar ]]; then
-    step "debootstrap bookworm (log: $log)"; timed make_base
+    step "debootstrap bookworm (log: $log)"; timed make_rootfs "$images/base-bookworm.tar"
   fi
   step "docker import $LOCAL_BASE"; timed "$DOCKER" import "$images/base-bookworm.tar" "$LOCAL_BASE"
 fi

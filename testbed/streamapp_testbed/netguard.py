@@ -39,7 +39,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .leftovers import RUN_VARIABLE
-from .networks import BRIDGE, PROJECT_INTERFACES, is_local
+from .networks import BRIDGE, KIND_BRIDGE, PROJECT_INTERFACES, is_local
 
 # A socket with this mark (SO_MARK) is the guard's own self-test: only a guard made with probe=True
 # sees it, every other guard lets it pass.
@@ -315,9 +315,9 @@ class KernelGuard:
         if key in self._seen:  # a retransmitted SYN, or the next datagram of the same socket
             return
         self._seen.add(key)
-        if fields.get("IN") == BRIDGE:
+        if fields.get("IN") in (BRIDGE, KIND_BRIDGE):  # forwarded: a pod, or a kind node and its pods
             attempt = Attempt(proto, dst, int(dpt) if dpt else None, src, int(spt) if spt else None,
-                              process=f"a pod on {BRIDGE} at {src}", from_pod=True)
+                              process=f"a pod on {fields['IN']} at {src}", from_pod=True)
         else:
             owner = owner_of(proto, spt)
             cmdline, run = process_of(self.proc_root, owner[0]) if owner else ("", None)
@@ -378,7 +378,7 @@ def report(attempts: list[Attempt], run: str) -> tuple[bool, str]:
     """(passed, the lines to print)."""
     ours, others = verdict(attempts, run)
     lines = [f"network guard: {len(ours)} attempt(s) by this run to reach an address off this machine"
-             f" (allowed: loopback and the project's bridge {BRIDGE})"]
+             f" (allowed: loopback and the project's bridges {BRIDGE}, {KIND_BRIDGE})"]
     lines += [f"  {a.describe()}" for a in ours]
     if others:
         lines.append(f"network guard: {len(others)} attempt(s) by processes of other runs or of nobody's (not counted):")

@@ -9,6 +9,10 @@
 - The single-node cluster's bridge `streamapp0` (10.244.0.0/24, node address 10.244.0.1): real pods.
   Only reachable through that bridge while the cluster is up; the cluster's own iptables rules keep
   pods on it, and the network guard (netguard.py) drops and reports anything else.
+- The kind cluster's network `kind` (testbed/kind): a Docker network with the fixed bridge
+  `streamappkind0` and subnet 10.245.0.0/24 (gateway 10.245.0.1, the host; the nodes take the
+  addresses after it). Exists only while a kind cluster is up; its own iptables rule keeps the nodes
+  on it. Its pods (10.246.0.0/24) exist only inside the node, which masquerades what they send.
 - Service addresses (10.0.0.0/24): virtual; on the real cluster kube-proxy rewrites them to an
   address on the bridge, and the host routes them to the bridge from the node address (the API server
   calls the admission webhook's Service); on the kwok bed nothing may connect to them.
@@ -25,11 +29,18 @@ POD_CIDR = "10.244.0.0/24"
 NODE_IP = "10.244.0.1"
 SERVICE_CIDR = "10.0.0.0/24"
 
+# the kind cluster (testbed/kind): its Docker network, bridge and subnet
+KIND_NETWORK = "kind"
+KIND_BRIDGE = "streamappkind0"
+KIND_SUBNET = "10.245.0.0/24"
+KIND_GATEWAY = "10.245.0.1"
+KIND_POD_CIDR = "10.246.0.0/24"  # inside the node only (its static CNI configuration)
+
 # kwok's fake pods and nodes: 127.<64..127>.<node>.<pod>
 KWOK_RANGE = ipaddress.ip_network("127.64.0.0/10")
 
-# Interfaces a run may send on: loopback and the project's own bridge.
-PROJECT_INTERFACES = ("lo", BRIDGE)
+# Interfaces a run may send on: loopback and the project's own bridges.
+PROJECT_INTERFACES = ("lo", BRIDGE, KIND_BRIDGE)
 
 
 def kwok_pod_range(rng: random.Random | None = None) -> ipaddress.IPv4Network:
@@ -51,12 +62,13 @@ def kwok_node_ip(pod_range: ipaddress.IPv4Network) -> str:
 
 
 def is_local(address: str) -> bool:
-    """True for an address that never leaves this machine: loopback, or the cluster's bridge subnet
-    (which exists only as the project's bridge)."""
+    """True for an address that never leaves this machine: loopback, or the subnet of one of the
+    project's bridges (each exists only as that bridge)."""
     try:
         ip = ipaddress.ip_address(address.split("%", 1)[0])
     except ValueError:
         return False
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
         ip = ip.ipv4_mapped
-    return ip.is_loopback or ip.is_unspecified or ip in ipaddress.ip_network(POD_CIDR)
+    return (ip.is_loopback or ip.is_unspecified or ip in ipaddress.ip_network(POD_CIDR)
+            or ip in ipaddress.ip_network(KIND_SUBNET))

@@ -65,14 +65,14 @@ def test_the_report_names_the_process_and_the_address():
 def test_the_kernel_rules_let_loopback_and_the_bridge_pass_and_log_before_they_drop():
     guard = netguard.KernelGuard(RUN)
     rules = [" ".join(r) for r in guard.rules()]
-    assert rules[:2] == ["-o lo -j RETURN", f"-o {networks.BRIDGE} -j RETURN"]
-    assert rules[2] == f"-m mark --mark {netguard.PROBE_MARK} -j RETURN", "the self-test's packets are the probe guard's"
+    assert rules[:3] == ["-o lo -j RETURN", f"-o {networks.BRIDGE} -j RETURN", f"-o {networks.KIND_BRIDGE} -j RETURN"]
+    assert rules[3] == f"-m mark --mark {netguard.PROBE_MARK} -j RETURN", "the self-test's packets are the probe guard's"
     logs = [i for i, r in enumerate(rules) if "-j LOG" in r]
     drops = [i for i, r in enumerate(rules) if r.endswith("-j DROP")]
     assert len(logs) == len(drops) == 2 and max(logs) < min(drops)
     assert any("-p tcp --syn" in r for r in rules) and any("-p udp" in r for r in rules)
     probe = [" ".join(r) for r in netguard.KernelGuard(RUN, probe=True).rules()]
-    assert probe[2] == f"-m mark ! --mark {netguard.PROBE_MARK} -j RETURN"
+    assert probe[3] == f"-m mark ! --mark {netguard.PROBE_MARK} -j RETURN"
     nat = [" ".join(r) for r in guard.nat_rules(4567)]
     assert nat[-1] == "-p udp -j REDIRECT --to-ports 4567" and "-j LOG" in nat[-2]
 
@@ -91,10 +91,10 @@ def test_the_audit_guard_refuses_and_records_a_connection_off_the_machine():
 
 @pytest.mark.parametrize("address, local", [
     ("127.0.0.1", True), ("127.77.3.4", True), ("::1", True), ("10.244.0.17", True), ("0.0.0.0", True),
-    ("10.244.1.5", False), ("10.0.0.1", False), ("192.0.2.2", False), ("10.255.255.53", False), ("fd00::1", False),
+    ("10.245.0.2", True), ("10.244.1.5", False), ("10.245.1.2", False), ("10.0.0.1", False), ("192.0.2.2", False), ("10.255.255.53", False), ("fd00::1", False),
     ("not-an-address", False),
 ])
-def test_only_loopback_and_the_bridge_subnet_are_local(address, local):
+def test_only_loopback_and_the_bridge_subnets_are_local(address, local):
     assert networks.is_local(address) is local
 
 
