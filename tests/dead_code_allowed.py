@@ -12,6 +12,7 @@ from kubernetes import client
 from pyspark.sql.streaming import StreamingQueryListener
 from streamapp_api import pods, status
 from streamapp_runtime.compile.steps import keyed_state
+from streamapp_testbed import networks
 
 # API models: their fields are written to the CRD schema and to status patches, read by users and kubectl.
 pods.Toleration.effect
@@ -51,3 +52,9 @@ kopf.OperatorSettings.admission.managed
 client.Configuration.connection_pool_maxsize
 client.V1LeaseSpec.lease_duration_seconds
 HTTPServer.server_name
+
+# The kind cluster's addresses: testbed/kind/common.sh reads them out of networks.py (one place for
+# every address of the test bed), the network guard reads only the bridge and the subnet.
+networks.KIND_NETWORK
+networks.KIND_GATEWAY
+networks.KIND_POD_CIDR
