@@ -13,11 +13,11 @@ PYTEST_ARGS ?=
 # Every process a run starts inherits this id; `leftovers` finds exactly those still running.
 export STREAMAPP_TESTBED_RUN ?= $(shell date +%s%N)
 
-.PHONY: help venv deps local-deps test unit integration demo demo-local testbed-up crds images push push-registry-given cluster-deps cluster-up cluster-down e2e e2e-kind kind-image kind-up kind-smoke kind-down
+.PHONY: help venv deps local-deps test unit integration demo demo-local testbed-up crds images push push-registry-given registry cluster-deps cluster-up cluster-down e2e e2e-kind kind-image kind-up kind-smoke kind-down
 
 help:
 	@echo "make test        install what is missing, start the test bed and the cluster, run every test, stop everything"
-	@echo "make demo        the operator's main job on the local single-node cluster (chart, app, driver killed and restored)"
+	@echo "make demo        the operator's main job on a kind cluster (chart, app, driver killed and restored)"
 	@echo "make demo-local  the runtime alone on local Spark: Kafka, Postgres, no Kubernetes"
 	@echo "make unit        only the unit tests: needs the Python venv and a JDK (no test bed, no builds)"
 	@echo "make testbed-up  start the test bed and keep it running until Ctrl-C"
@@ -42,18 +42,18 @@ local-deps:
 
 # Every test, in two lanes side by side (a sequential run used the machine's two cores at 61 % of
 # one): lane 1 is the suite on its test bed but the operator's tests; lane 2 the end-to-end tests on
-# the real single-node cluster (tests/e2e, brought up and down around them unless `make cluster-up`
-# left one up), then the operator's tests and LANE2_SUITE (runtime files moved there when lane 1 is
-# the longer: see the junit times; none now) on a test bed of its own. They share nothing
+# the kind cluster (tests/e2e, brought up and down around them unless `make kind-up` left one up),
+# then the operator's tests and LANE2_SUITE (runtime files moved there when lane 1 is the longer: see
+# the junit times; none now) on a test bed of its own. They share nothing
 # but the run id. Last, alone, the tests marked `alone` (they need the machine's firewall to themselves).
 # TEST_LANES=1 runs the lanes one after the other. Per-test times: $(STREAMAPP_CACHE)/logs/junit-*.xml.
 TEST_LANES ?= 2
 LANE2_SUITE =
-test: deps cluster-deps images
+test: deps images kind-image registry
 	@status=0; logs=$(STREAMAPP_CACHE)/logs; run=$(STREAMAPP_TESTBED_RUN); \
 	  lane1() { $(PYTHON) -m pytest -m "not alone" --ignore=tests/operator $(LANE2_SUITE:%=--ignore=%) --junitxml=$$logs/junit-$$run-suite.xml $(PYTEST_ARGS); }; \
 	  lane2() { local s=0; \
-	    STREAMAPP_E2E_CLUSTER=local $(PYTHON) -m pytest -m e2e tests/e2e --junitxml=$$logs/junit-$$run-e2e.xml $(PYTEST_ARGS) || s=$$?; \
+	    STREAMAPP_E2E_CLUSTER=kind $(PYTHON) -m pytest -m e2e tests/e2e --junitxml=$$logs/junit-$$run-e2e.xml $(PYTEST_ARGS) || s=$$?; \
 	    $(PYTHON) -m pytest -m "not alone" tests/operator $(LANE2_SUITE) --junitxml=$$logs/junit-$$run-operator.xml $(PYTEST_ARGS) || s=$$?; \
 	    return $$s; }; \
 	  if [ "$(TEST_LANES)" = 2 ]; then \
@@ -71,11 +71,11 @@ test: deps cluster-deps images
 unit: venv
 	$(PYTHON) -m pytest -m unit $(PYTEST_ARGS)
 
-integration: deps cluster-deps images  # tests/integration/test_push.py pushes the built images
+integration: deps registry images  # tests/integration/test_push.py pushes the built images
 	$(PYTHON) -m pytest -m integration $(PYTEST_ARGS)
 
-# The operator on the single-node cluster (brought up and down unless `make cluster-up` left one up).
-demo: deps cluster-deps images
+# The operator on the kind cluster (brought up and down unless `make kind-up` left one up).
+demo: deps images kind-image
 	$(PYTHON) -m streamapp_demo
 
 demo-local: local-deps
@@ -92,12 +92,15 @@ crds: deps
 # --- images and the real single-node cluster (testbed/cluster, streamapp_testbed.cluster) ---------
 CLUSTER_ENV := set -a; source testbed/versions.env; set +a; export CACHE=$(STREAMAPP_CACHE)
 
-cluster-deps: deps
+cluster-deps: deps registry
 	@$(CLUSTER_ENV); bash testbed/cluster/deps.sh
-	@$(CLUSTER_ENV); bash testbed/build-registry.sh >$(STREAMAPP_CACHE)/logs/registry-build.log 2>&1 \
-	  || { tail -n 30 $(STREAMAPP_CACHE)/logs/registry-build.log; exit 1; }
 	@$(CLUSTER_ENV); bash testbed/build-kube.sh node >$(STREAMAPP_CACHE)/logs/kube-node-build.log 2>&1 \
 	  || { tail -n 30 $(STREAMAPP_CACHE)/logs/kube-node-build.log; exit 1; }
+
+# The registry `make push` is tested against (tests/integration/test_push.py).
+registry: deps
+	@$(CLUSTER_ENV); bash testbed/build-registry.sh >$(STREAMAPP_CACHE)/logs/registry-build.log 2>&1 \
+	  || { tail -n 30 $(STREAMAPP_CACHE)/logs/registry-build.log; exit 1; }
 
 # BASE_IMAGE=debian:bookworm-slim builds from a public base instead of the local debootstrap.
 images: deps
@@ -126,9 +129,11 @@ e2e: cluster-deps images
 	  $(PYTHON) -m streamapp_testbed leftovers || { echo "the tests left processes running" >&2; status=1; }; \
 	  exit $$status
 
-# For machines with Docker, kind, helm and internet (e.g. a GitHub Actions runner).
-e2e-kind: deps
-	@$(CLUSTER_ENV); PYTHON=$(PYTHON) bash testbed/cluster/e2e-kind.sh $(PYTEST_ARGS)
+# The same tests on the kind cluster of testbed/kind (kind-up's, left up, else one brought up and down).
+e2e-kind: kind-image images
+	@status=0; STREAMAPP_E2E_CLUSTER=kind $(PYTHON) -m pytest -m e2e tests/e2e $(PYTEST_ARGS) || status=$$?; \
+	  $(PYTHON) -m streamapp_testbed leftovers || { echo "the tests left processes running" >&2; status=1; }; \
+	  exit $$status
 
 # --- a kind cluster from this machine's own builds (testbed/kind): Debian's archive and the Go module
 # proxy only, no container registry. kind-up leaves it running (KUBECONFIG: $(STREAMAPP_CACHE)/kind-streamapp.kubeconfig).

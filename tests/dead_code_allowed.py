@@ -54,7 +54,6 @@ client.V1LeaseSpec.lease_duration_seconds
 HTTPServer.server_name
 
 # The kind cluster's addresses: testbed/kind/common.sh reads them out of networks.py (one place for
-# every address of the test bed), the network guard reads only the bridge and the subnet.
+# every address of the test bed); Python reads the others.
 networks.KIND_NETWORK
-networks.KIND_GATEWAY
-networks.KIND_POD_CIDR
+networks.KIND_SERVICE_CIDR

@@ -1,6 +1,6 @@
 """``python -m streamapp_demo``: what `make demo` and `make demo-local` run.
 
-Without options, the operator's main job on the project's single-node cluster (on_cluster.py); with
+Without options, the operator's main job on a kind cluster (on_cluster.py); with
 ``--local``, the runtime alone on local Spark (local.py). Either stops everything it started on
 Ctrl-C and on SIGTERM alike.
 """
@@ -30,8 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m streamapp_demo",
         description="The click-sessions example end to end, then everything it started is stopped "
-        "(also on Ctrl-C or SIGTERM). Default (make demo): the operator on the project's single-node "
-        "cluster: the chart installed, the app applied, its driver killed and restored from the checkpoint. "
+        "(also on Ctrl-C or SIGTERM). Default (make demo): the operator on a kind cluster built "
+        "on this machine: the chart installed, the app applied, its driver killed and restored from the checkpoint. "
         "--local (make demo-local): the runtime alone on local Spark, no Kubernetes.")
     add_version_argument(parser)
     parser.add_argument("--local", action="store_true", help="run the runtime on local Spark (no cluster)")

@@ -1,24 +1,25 @@
-"""`make demo`: the operator's main job on the project's real single-node cluster.
+"""`make demo`: the operator's main job on a kind cluster.
 
-Brings the cluster up (streamapp_testbed.cluster: the control plane, containerd, a kubelet, the
-project's images; Kafka and Postgres on the node), installs the operator with its Helm chart,
+Brings the cluster up (streamapp_testbed.kind_cluster: testbed/kind's cluster with the project's
+images in its node; Kafka and Postgres on this host at the kind network's gateway), installs the
+operator with its Helm chart,
 applies the click-sessions app and produces generated clicks, shows `kubectl get sapp` as the app
 goes from Pending to Running, prints the windows it wrote to Kafka and Postgres, kills the driver
 pod, shows the new driver restored from the checkpoint with exactly the windows a correct run gives
 (none twice: the Kafka sink is exactly-once), and tears everything down. A cluster that `make
-cluster-up` left up is used and left up. The end-to-end tests run the same app through the same
-code (streamapp_testbed.cluster_apps, cluster_client).
+kind-up` left up is used and left up. The end-to-end tests run the same app through the same code
+(streamapp_testbed.cluster_apps, cluster_client, kind_cluster).
 """
 
 from __future__ import annotations
 
 import os
-import shutil
+import tempfile
 import time
 from pathlib import Path
 
-from streamapp_testbed import cluster, cluster_apps, kafka_admin
-from streamapp_testbed.cluster_client import ClusterClient, check_kubeconfig
+from streamapp_testbed import cluster_apps, kafka_admin, kind_cluster
+from streamapp_testbed.cluster_client import ClusterClient
 from streamapp_testbed.waiting import wait_for
 
 NS = "streamapp-demo"
@@ -77,62 +78,59 @@ def show_windows(bootstrap: str, dsn: str, out: str, table: str) -> None:
 def main() -> int:
     run = os.urandom(3).hex()
     topic, out, table = f"clickstream-{run}", f"session-summaries-{run}", f"session_stats_{run}"
-    volume, volume_dir = f"streamapp-demo-{run}", Path(f"/var/tmp/streamapp-demo/{run}")
-    started = cluster.live_state() is None
-    say("bringing up the single-node cluster (make cluster-up)" if started else "using the cluster make cluster-up left up")
-    client = None
-    try:
-        state = cluster.up()
-        client = ClusterClient(Path(state["kubeconfig"]), cluster.CONTEXT)
-        check_kubeconfig(client.kubeconfig, cluster.CONTEXT)
-        bootstrap, dsn = state["kafka_bootstrap"], state["postgres_dsn"]
-        say(f"cluster up: API server {state['server']}, Kafka {bootstrap}, Postgres on {state['node_ip']}")
-        say(f"helm upgrade --install streamapp-operator charts/streamapp-operator -n {NS} --wait ...")
-        client.install_operator(NS, bootstrap, dsn, values={"operator.resync": "10"})
-        say("operator running (admission webhook on)")
+    volume, volume_dir = f"streamapp-demo-{run}", f"/var/tmp/streamapp-demo/{run}"
+    say("using the kind cluster make kind-up left up" if kind_cluster.is_up()
+        else "bringing up a kind cluster (make kind-up)")
+    with tempfile.TemporaryDirectory(prefix="streamapp-demo-") as workdir, kind_cluster.bed(Path(workdir)) as bed:
+        try:
+            return _run(bed, run, topic, out, table, volume, volume_dir)
+        finally:
+            say("tearing down")
+            if not bed.created:  # a cluster left up stays up, without the demo's objects
+                bed.client.uninstall_operator(NS)
+                bed.client.kubectl("delete", "pv", volume, "--wait=false", check=False)
+                kind_cluster.node("rm", "-rf", volume_dir)
+            say("done: everything the demo started is stopped" + ("" if bed.created else " (the cluster stays up)"))
 
-        volume_dir.mkdir(parents=True, exist_ok=True)
-        os.chmod(volume_dir, 0o777)
-        client.apply(cluster_apps.hostpath_volume(volume, str(volume_dir), CLASS), {
-            "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "pg", "namespace": NS},
-            "stringData": {"uri": dsn}})  # fmt: skip
-        kafka_admin.create_topic(bootstrap, topic, partitions=2)
-        sent = cluster_apps.round_events(0)
-        cluster_apps.produce(bootstrap, topic, sent)
-        say(f"produced {len(sent)} clicks of {len({e.session_id for e in sent})} sessions to {topic} (2 partitions)")
-        app = cluster_apps.click_sessions_exactly_once(NS, bootstrap, CLASS, "5s", backoff="2s", topic=topic, out=out,
-                                                       table=table, dead_letter=f"{APP}-dlq-{run}")
-        client.apply(app)
-        say(f"kubectl apply: StreamApp {APP} (examples/click-sessions.yaml, Kafka and checkpoint of this cluster)")
-        watch = Watch(client)
-        exact = lambda: cluster_apps.outputs_exact(bootstrap, dsn, out, table, sent)  # noqa: E731
-        watch.until("a running app with every window written",
-                    lambda: client.app_object(NS, APP).get("status", {}).get("phase") == "Running" and exact() is True)
-        say(f"every closed window written, as a correct run gives ({len(cluster_apps.expected(sent))} windows):")
-        show_windows(bootstrap, dsn, out, table)
 
-        driver = client.running(NS, APP, "driver")[0]["metadata"]
-        client.kubectl("delete", "pod", driver["name"], "-n", NS, "--grace-period=0", "--force")
-        say(f"killed the driver: kubectl delete pod {driver['name']} --force")
-        more = cluster_apps.round_events(1)
-        cluster_apps.produce(bootstrap, topic, more)
-        sent += more
-        say(f"produced {len(more)} more clicks while no driver runs")
-        watch.until("a new driver restored from the checkpoint with every window written",
-                    lambda: any(p["metadata"]["uid"] != driver["uid"] for p in client.running(NS, APP, "driver"))
-                    and exact() is True)  # fmt: skip
-        status = client.app_object(NS, APP)["status"]
-        say(f"restored from the checkpoint (restarts {status.get('restarts')}, last: "
-            f"{status.get('lastRestart', {}).get('reason')}): topic and table hold exactly the "
-            f"{len(cluster_apps.expected(sent))} windows a correct run gives, none twice")
-        show_windows(bootstrap, dsn, out, table)
-        return 0
-    finally:
-        say("tearing down")
-        if client is not None and not started:  # a cluster left up stays up, without the demo's objects
-            client.uninstall_operator(NS)
-            client.kubectl("delete", "pv", volume, "--wait=false", check=False)
-        if started:
-            cluster.down()  # every pod and process of the cluster, and its network
-        shutil.rmtree(volume_dir, ignore_errors=True)
-        say("done: everything the demo started is stopped")
+def _run(bed: kind_cluster.KindBed, run: str, topic: str, out: str, table: str, volume: str, volume_dir: str) -> int:
+    client, bootstrap, dsn = bed.client, bed.kafka_bootstrap, bed.postgres_dsn
+    say(f"cluster up: kind context {client.context}, Kafka {bootstrap}, Postgres on {bed.host}")
+    say(f"helm upgrade --install streamapp-operator charts/streamapp-operator -n {NS} --wait ...")
+    client.install_operator(NS, bootstrap, dsn, values={"operator.resync": "10"})
+    say("operator running (admission webhook on)")
+
+    client.apply(cluster_apps.hostpath_volume(volume, kind_cluster.node_dir(volume_dir), CLASS), {
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "pg", "namespace": NS},
+        "stringData": {"uri": dsn}})  # fmt: skip
+    kafka_admin.create_topic(bootstrap, topic, partitions=2)
+    sent = cluster_apps.round_events(0)
+    cluster_apps.produce(bootstrap, topic, sent)
+    say(f"produced {len(sent)} clicks of {len({e.session_id for e in sent})} sessions to {topic} (2 partitions)")
+    app = cluster_apps.click_sessions_exactly_once(NS, bootstrap, CLASS, "5s", backoff="2s", topic=topic, out=out,
+                                                   table=table, dead_letter=f"{APP}-dlq-{run}")
+    client.apply(app)
+    say(f"kubectl apply: StreamApp {APP} (examples/click-sessions.yaml, Kafka and checkpoint of this cluster)")
+    watch = Watch(client)
+    exact = lambda: cluster_apps.outputs_exact(bootstrap, dsn, out, table, sent)  # noqa: E731
+    watch.until("a running app with every window written",
+                lambda: client.app_object(NS, APP).get("status", {}).get("phase") == "Running" and exact() is True)
+    say(f"every closed window written, as a correct run gives ({len(cluster_apps.expected(sent))} windows):")
+    show_windows(bootstrap, dsn, out, table)
+
+    driver = client.running(NS, APP, "driver")[0]["metadata"]
+    client.kubectl("delete", "pod", driver["name"], "-n", NS, "--grace-period=0", "--force")
+    say(f"killed the driver: kubectl delete pod {driver['name']} --force")
+    more = cluster_apps.round_events(1)
+    cluster_apps.produce(bootstrap, topic, more)
+    sent += more
+    say(f"produced {len(more)} more clicks while no driver runs")
+    watch.until("a new driver restored from the checkpoint with every window written",
+                lambda: any(p["metadata"]["uid"] != driver["uid"] for p in client.running(NS, APP, "driver"))
+                and exact() is True)  # fmt: skip
+    status = client.app_object(NS, APP)["status"]
+    say(f"restored from the checkpoint (restarts {status.get('restarts')}, last: "
+        f"{status.get('lastRestart', {}).get('reason')}): topic and table hold exactly the "
+        f"{len(cluster_apps.expected(sent))} windows a correct run gives, none twice")
+    show_windows(bootstrap, dsn, out, table)
+    return 0

@@ -12,7 +12,7 @@ set -a; source "$testbed/versions.env"; set +a
 # The version is written once: crds/streamapp_api/version.py. The tag adds the commit, so that each
 # change gets images of its own (nodes with imagePullPolicy IfNotPresent, `helm upgrade`); `-dirty`
 # when the checkout has uncommitted changes. TAG=... overrides. Written to $out/tag for the test bed,
-# `make push` and e2e-kind.sh.
+# `make push` and the e2e fixtures.
 version=$(python3 -c 'import runpy, sys; print(runpy.run_path(sys.argv[1])["__version__"])' "$repo/crds/streamapp_api/version.py")
 if [[ -z ${TAG:-} ]]; then
   TAG=$version

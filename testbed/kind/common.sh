@@ -22,10 +22,11 @@ CLUSTER_NAME=${KIND_CLUSTER_NAME:-streamapp}
 
 # The network the nodes live on: a fixed name, subnet and bridge (networks.py, which the network
 # guard lets through). Read from networks.py so that there is one place for addresses.
-read -r KIND_NETWORK KIND_BRIDGE KIND_SUBNET KIND_GATEWAY KIND_POD_CIDR < <(python3 - "$testbed/streamapp_testbed/networks.py" <<'PY'
+read -r KIND_NETWORK KIND_BRIDGE KIND_SUBNET KIND_GATEWAY KIND_POD_CIDR KIND_SERVICE_CIDR < <(python3 - "$testbed/streamapp_testbed/networks.py" <<'PY'
 import runpy, sys
 n = runpy.run_path(sys.argv[1])
-print(n["KIND_NETWORK"], n["KIND_BRIDGE"], n["KIND_SUBNET"], n["KIND_GATEWAY"], n["KIND_POD_CIDR"])
+print(*(n[k] for k in ("KIND_NETWORK", "KIND_BRIDGE", "KIND_SUBNET", "KIND_GATEWAY", "KIND_POD_CIDR",
+                       "KIND_SERVICE_CIDR")))
 PY
 )
 

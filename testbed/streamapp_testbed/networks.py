@@ -12,7 +12,10 @@
 - The kind cluster's network `kind` (testbed/kind): a Docker network with the fixed bridge
   `streamappkind0` and subnet 10.245.0.0/24 (gateway 10.245.0.1, the host; the nodes take the
   addresses after it). Exists only while a kind cluster is up; its own iptables rule keeps the nodes
-  on it. Its pods (10.246.0.0/24) exist only inside the node, which masquerades what they send.
+  on it. Its pods (10.246.0.0/24) exist only inside the node, which masquerades what they send; this
+  host reaches them through a route to the node that goes with the bridge.
+  Its service addresses (10.96.0.0/16) are rewritten inside the node; a packet to one that the
+  node's kube-proxy has not rewritten yet (while it starts) is dropped where it enters the host.
 - Service addresses (10.0.0.0/24): virtual; on the real cluster kube-proxy rewrites them to an
   address on the bridge, and the host routes them to the bridge from the node address (the API server
   calls the admission webhook's Service); on the kwok bed nothing may connect to them.
@@ -35,6 +38,7 @@ KIND_BRIDGE = "streamappkind0"
 KIND_SUBNET = "10.245.0.0/24"
 KIND_GATEWAY = "10.245.0.1"
 KIND_POD_CIDR = "10.246.0.0/24"  # inside the node only (its static CNI configuration)
+KIND_SERVICE_CIDR = "10.96.0.0/16"  # virtual, rewritten by the node's kube-proxy
 
 # kwok's fake pods and nodes: 127.<64..127>.<node>.<pod>
 KWOK_RANGE = ipaddress.ip_network("127.64.0.0/10")
@@ -63,12 +67,12 @@ def kwok_node_ip(pod_range: ipaddress.IPv4Network) -> str:
 
 def is_local(address: str) -> bool:
     """True for an address that never leaves this machine: loopback, or the subnet of one of the
-    project's bridges (each exists only as that bridge)."""
+    project's bridges (each exists only as that bridge), or the kind pods' behind one."""
     try:
         ip = ipaddress.ip_address(address.split("%", 1)[0])
     except ValueError:
         return False
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
         ip = ip.ipv4_mapped
-    return (ip.is_loopback or ip.is_unspecified or ip in ipaddress.ip_network(POD_CIDR)
-            or ip in ipaddress.ip_network(KIND_SUBNET))
+    return ip.is_loopback or ip.is_unspecified or any(
+        ip in ipaddress.ip_network(cidr) for cidr in (POD_CIDR, KIND_SUBNET, KIND_POD_CIDR))

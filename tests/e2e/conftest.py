@@ -2,8 +2,9 @@
 
 * ``local`` (``make e2e``): the project's real single-node cluster (streamapp_testbed.cluster);
   one already up (``make cluster-up``) is used and left up, else it is brought up and down here.
-* ``kind`` (``make e2e-kind``): the kind cluster of KUBECONFIG; Kafka and Postgres of the test bed
-  run on this machine at the kind network's gateway address (STREAMAPP_E2E_HOST).
+* ``kind`` (``make e2e-kind``): the kind cluster of testbed/kind (streamapp_testbed.kind_cluster),
+  used and left up when ``make kind-up`` brought it up, else brought up and down here; Kafka and
+  Postgres of the test bed run on this machine at the kind network's gateway address.
 
 Without STREAMAPP_E2E_CLUSTER these tests are not collected (`make test`, `make e2e` and
 `make e2e-kind` set it).
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +32,7 @@ if MODE not in ("local", "kind"):
     collect_ignore_glob = ["test_*.py"]
 
 REPO = Path(__file__).resolve().parents[2]
-CONTEXTS = {"local": "streamapp-cluster", "kind": "kind-streamapp-e2e"}
+CONTEXTS = {"local": "streamapp-cluster"}
 
 
 @dataclass
@@ -55,8 +55,9 @@ class E2ECluster(ClusterClient):
             Path(path).mkdir(parents=True, exist_ok=True)
             os.chmod(path, 0o777)
         else:
-            subprocess.run(["docker", "exec", "streamapp-e2e-control-plane", "sh", "-c",
-                            f"mkdir -p {path} && chmod 777 {path}"], check=True)  # fmt: skip
+            from streamapp_testbed import kind_cluster
+
+            kind_cluster.node_dir(path)
         return path
 
 
@@ -80,23 +81,17 @@ def e2e_cluster(tmp_path_factory) -> Iterator[E2ECluster]:
             if started:
                 cluster.down()
         return
-    # kind: the test bed's Kafka and Postgres on the kind network's gateway address.
-    from streamapp_testbed.kafka import KafkaBroker
-    from streamapp_testbed.postgres import Postgres
+    # kind: testbed/kind's cluster, Kafka and Postgres on this host at the kind network's gateway.
+    from streamapp_testbed import kind_cluster
 
-    host = os.environ["STREAMAPP_E2E_HOST"]
-    kubeconfig = Path(os.environ["KUBECONFIG"])
-    check_kubeconfig(kubeconfig, CONTEXTS[MODE])
-    kafka = KafkaBroker(tmp_path_factory.mktemp("kafka"), host=host)
-    pg = Postgres(tmp_path_factory.mktemp("postgres"), host=host, allow=os.environ.get("STREAMAPP_E2E_ALLOW", "0.0.0.0/0"))
-    try:
-        kafka.start()
-        pg.start()
-        yield E2ECluster(kubeconfig, CONTEXTS[MODE], mode=MODE, kafka_bootstrap=kafka.bootstrap, postgres_dsn=pg.dsn,
-                         node_ip=host)
-    finally:
-        kafka.stop()
-        pg.stop()
+    with kind_cluster.bed(tmp_path_factory.mktemp("kind-bed")) as bed:
+        e2e = E2ECluster(bed.client.kubeconfig, bed.client.context, mode=MODE, kafka_bootstrap=bed.kafka_bootstrap,
+                         postgres_dsn=bed.postgres_dsn, node_ip=bed.host, discarded_after=bed.created)
+        try:
+            yield e2e
+        finally:
+            if not bed.created and e2e.volume_dirs:
+                kind_cluster.node("rm", "-rf", *e2e.volume_dirs)
 
 
 @pytest.fixture(scope="session")
@@ -110,8 +105,7 @@ def prometheus(e2e_cluster, tmp_path_factory):
     rendered = c.chart(NS, "template", values={"podMonitor.enabled": "true", "serviceMonitor.enabled": "true",
                                                "podMonitor.interval": "5s", "serviceMonitor.interval": "5s"}).stdout
     workdir = tmp_path_factory.mktemp("prometheus")
-    configs, watches = scrape_configs([d for d in yaml.safe_load_all(rendered) if d], c.kubeconfig, workdir,
-                                      through_api_server=c.mode == "kind")
+    configs, watches = scrape_configs([d for d in yaml.safe_load_all(rendered) if d], workdir)
     assert {cfg["job_name"].split("/")[0] for cfg in configs} == {"podMonitor", "serviceMonitor"}
     discovery = Discovery(c.kubectl, watches).start()
     prom = Prometheus(workdir, scrape_interval="5s", scrape_configs=configs)

@@ -8,8 +8,8 @@ Debian's Prometheus is built without Kubernetes service discovery, so `Discovery
 it lists the pods and endpoints from the API server every few seconds and writes them, with the
 `__meta_kubernetes_*` labels Prometheus's own discovery gives, to the files of `file_sd_configs`.
 
-On the local cluster Prometheus reaches pod IPs directly over the node's bridge. On kind the pods
-are not routable from the host: there it scrapes through the API server's proxy instead."""
+Prometheus reaches pod IPs directly, as it does inside a cluster: over the node's bridge on the
+local cluster, through the route to the node on kind (testbed/kind/kind.sh)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,6 @@ import os
 import re
 import threading
 from pathlib import Path
-
-import yaml
 
 
 def _sanitize(label: str) -> str:
@@ -40,39 +38,7 @@ def _namespaces(monitor: dict) -> dict:
     return {"namespaces": {"names": list(names)}}
 
 
-def _through_api_server(kubeconfig: Path, workdir: Path, kind: str) -> tuple[dict, list[dict]]:
-    """(scrape settings, relabel rules) that send the scrape through the API server's proxy."""
-    config = yaml.safe_load(kubeconfig.read_text())
-    context = next(c["context"] for c in config["contexts"] if c["name"] == config["current-context"])
-    cluster = next(c["cluster"] for c in config["clusters"] if c["name"] == context["cluster"])
-    user = next(u["user"] for u in config["users"] if u["name"] == context["user"])
-    tls: dict = {}
-    for key, field, name in (("certificate-authority", "ca_file", "ca.crt"), ("client-certificate", "cert_file", "client.crt"),
-                             ("client-key", "key_file", "client.key")):  # fmt: skip
-        if cluster.get(key) or user.get(key):
-            tls[field] = cluster.get(key) or user.get(key)
-        else:  # kind embeds them: write them out
-            import base64
-
-            data = cluster.get(f"{key}-data") or user.get(f"{key}-data")
-            path = workdir / name
-            path.write_bytes(base64.b64decode(data))
-            tls[field] = str(path)
-    server = re.sub(r"^https://", "", cluster["server"]).rstrip("/")
-    resource = "pods" if kind == "pod" else "services"
-    name_label = "__meta_kubernetes_pod_name" if kind == "pod" else "__meta_kubernetes_service_name"
-    port_label = "__meta_kubernetes_pod_container_port_number" if kind == "pod" else "__meta_kubernetes_endpoint_port_name"
-    relabel = [
-        {"target_label": "__address__", "replacement": server},
-        {"source_labels": ["__meta_kubernetes_namespace", name_label, port_label, "__metrics_path__"],
-         "regex": "(.+);(.+);(.+);/?(.*)", "target_label": "__metrics_path__",
-         "replacement": f"/api/v1/namespaces/$1/{resource}/$2:$3/proxy/$4"},
-    ]  # fmt: skip
-    return {"scheme": "https", "tls_config": tls}, relabel
-
-
-def scrape_configs(docs: list[dict], kubeconfig: Path, workdir: Path,
-                   through_api_server: bool = False) -> tuple[list[dict], list[dict]]:
+def scrape_configs(docs: list[dict], workdir: Path) -> tuple[list[dict], list[dict]]:
     """Scrape configs for every PodMonitor and ServiceMonitor among `docs` (rendered chart objects),
     and what `Discovery` must list for them (role, namespaces, target file)."""
     configs, watches = [], []
@@ -113,10 +79,6 @@ def scrape_configs(docs: list[dict], kubeconfig: Path, workdir: Path,
             watches.append({"role": role, "namespaces": _namespaces(monitor), "file": sd_file})
             if endpoint.get("interval"):
                 config["scrape_interval"] = endpoint["interval"]
-            if through_api_server:
-                settings, proxy = _through_api_server(kubeconfig, workdir, role if role == "pod" else "service")
-                config.update(settings)
-                relabel += proxy
             config["relabel_configs"] = relabel
             configs.append(config)
     return configs, watches

@@ -91,7 +91,8 @@ def test_the_audit_guard_refuses_and_records_a_connection_off_the_machine():
 
 @pytest.mark.parametrize("address, local", [
     ("127.0.0.1", True), ("127.77.3.4", True), ("::1", True), ("10.244.0.17", True), ("0.0.0.0", True),
-    ("10.245.0.2", True), ("10.244.1.5", False), ("10.245.1.2", False), ("10.0.0.1", False), ("192.0.2.2", False), ("10.255.255.53", False), ("fd00::1", False),
+    ("10.245.0.2", True), ("10.246.0.9", True), ("10.244.1.5", False), ("10.245.1.2", False), ("10.0.0.1", False),
+    ("192.0.2.2", False), ("10.255.255.53", False), ("fd00::1", False),
     ("not-an-address", False),
 ])
 def test_only_loopback_and_the_bridge_subnets_are_local(address, local):
