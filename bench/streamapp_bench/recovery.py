@@ -29,7 +29,7 @@ import yaml
 from streamapp_testbed import clickstream
 from streamapp_testbed import cluster, cluster_apps, kafka_admin
 from streamapp_testbed.cluster_client import CHART, RELEASE
-from streamapp_testbed.paths import cache_dir, installed
+from streamapp_testbed.paths import cache_dir, image_tag, installed
 
 log = logging.getLogger("bench.recovery")
 NS, APP, CLASS = "streamapp-bench", "click-sessions", "streamapp-bench"
@@ -138,7 +138,8 @@ def run(bed, workdir: Path, kills: int = 3, trigger: str = "5s", rate: float = 2
     try:
         c.kubectl("create", "namespace", NS, check=False)
         c.helm("upgrade", "--install", RELEASE, str(CHART), "-n", NS,
-               "--set", f"watchNamespaces={{{NS}}}", "--set", "operator.resync=10", "--wait", "--timeout", "5m")  # fmt: skip
+               "--set", f"watchNamespaces={{{NS}}}", "--set", "operator.resync=10", "--set", f"image.tag={image_tag()}",
+               "--wait", "--timeout", "5m")  # fmt: skip
         volume.mkdir(parents=True, exist_ok=True)
         volume.chmod(0o777)
         c.kubectl("apply", "-f", "-", input=yaml.safe_dump(
