@@ -134,7 +134,7 @@ def passes_records_on(run: Run, proc: ManagedProcess, timeout: float) -> int | N
     return None
 
 
-def one_run(run: Run, rate: float, seconds: float, timeout: float) -> dict:
+def one_run(run: Run, rate: float, seconds: float, timeout: float, warm_seconds: float = WARM_SECONDS) -> dict:
     topics.create(run.bootstrap, run.source, run.partitions)
     topics.create(run.bootstrap, run.target, run.partitions)
     proc = start(run)
@@ -152,7 +152,7 @@ def one_run(run: Run, rate: float, seconds: float, timeout: float) -> dict:
             return {"mode": run.mode, "finished": False, "log_tail": proc.log_tail(15)}
         # then the fixed rate without a break: its first seconds warm up and are not measured
         began = time.monotonic()
-        sent = topics.produce(run.bootstrap, run.source, clicks.warm_then_measured(rate, seconds, WARM_SECONDS))
+        sent = topics.produce(run.bootstrap, run.source, clicks.warm_then_measured(rate, seconds, warm_seconds))
         produce_seconds = time.monotonic() - began
         everything = topics.read_input(run.bootstrap, run.source)
         inputs = [(at, e) for at, e in everything if not warm_up(e)]
