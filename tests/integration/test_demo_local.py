@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from streamapp_testbed import leftovers
+from streamapp_testbed.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
@@ -32,8 +33,9 @@ def test_sigterm_mid_run_stops_everything_the_demo_started(tmp_path):
         while "$ streamapp run" not in log.read_text():
             assert demo.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
             time.sleep(0.5)
-        time.sleep(8)  # Spark's JVM is up and reading
-        assert len(leftovers.find(run)) >= 4, leftovers.find(run)  # the demo, Kafka, Postgres, the run and its JVM
+        # Spark's JVM is up: the demo, Kafka, Postgres, the run and its JVM
+        wait_for("the run's JVM", lambda: any("SparkSubmit" in command for _, command in leftovers.find(run)), timeout=120)
+        assert len(leftovers.find(run)) >= 4, leftovers.find(run)
         demo.send_signal(signal.SIGTERM)
         code = demo.wait(120)
     finally:
