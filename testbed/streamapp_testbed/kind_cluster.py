@@ -76,7 +76,7 @@ def down() -> None:
 
 def node_dir(path: str) -> str:
     """A directory on the node for a hostPath PersistentVolume, writable by the runtime's user."""
-    node("sh", "-c", f"mkdir -p '{path}' && chmod 777 '{path}'")
+    node("sh", "-c", 'mkdir -p "$1" && chmod 777 "$1"', "sh", path)  # the path as an argument, never as shell text
     return path
 
 
