@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 
-from confluent_kafka import Consumer, KafkaException, Message, Producer
+from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 
@@ -70,13 +70,16 @@ def read_topic(
     after: int = 1,
     counts: Callable[[Message], bool] = lambda _msg: True,
     config: dict[str, str] | None = None,
+    to_end: bool = False,
 ) -> list[Message]:
     """Every message of `topic` from its start, in the order they came.
 
     Stops at the first of: `until` messages that `counts` accepts; nothing new for `idle` seconds
     once `after` of those came (after=0: counted from the start, so an empty topic ends the read;
-    idle=None: never); `timeout` seconds. A Kafka error other than a retriable one or a topic not
-    created yet raises KafkaException. `counts` sees each message once, in order. `config` adds
+    idle=None: never); with `to_end`, every partition read up to the end it had when the read began
+    (all a writer that has finished wrote; under read_committed a transaction still open there holds
+    the read until it ends); `timeout` seconds. A Kafka error other than a retriable one or a topic
+    not created yet raises KafkaException. `counts` sees each message once, in order. `config` adds
     consumer settings (isolation.level, ...).
     """
     consumer = Consumer(
@@ -94,7 +97,10 @@ def read_topic(
     started = time.monotonic()
     deadline, last = started + timeout, started
     try:
+        ends = _end_offsets(consumer, topic) if to_end else {}
         while time.monotonic() < deadline and (until is None or counted < until):
+            if to_end and _read_to(consumer, topic, ends):
+                break
             for msg in consumer.consume(5000, 0.5):
                 if msg.error():
                     if msg.error().retriable() or "UNKNOWN_TOPIC" in msg.error().name():
@@ -110,6 +116,19 @@ def read_topic(
     finally:
         consumer.close()
     return messages
+
+
+def _end_offsets(consumer: Consumer, topic: str) -> dict[int, int]:
+    """partition -> its end offset now, for the partitions that hold anything."""
+    partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+    ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10) for p in partitions}
+    return {p: high for p, (low, high) in ends.items() if high > low}
+
+
+def _read_to(consumer: Consumer, topic: str, ends: dict[int, int]) -> bool:
+    """Whether the consumer's position in each partition reached its end in `ends`."""
+    positions = consumer.position([TopicPartition(topic, p) for p in ends])
+    return all(tp.offset >= ends[tp.partition] for tp in positions)
 
 
 def consume_all(

@@ -35,16 +35,15 @@ MALFORMED = 5
 KILLED_BATCH, LAST_BATCH = 60, 1000  # offsets per trigger: small while kills land, then the rest at once
 
 
-def read(bootstrap: str, topic: str, isolation: str = "read_committed", expect: int = 0, idle: float = 5,
-         timeout: float = 120) -> list:
-    """Every record of ``topic`` as (key, value, headers), read from the start until at least ``expect``
-    came and then nothing for ``idle`` seconds (a transaction a killed writer left open holds
-    read_committed readers back until it is fenced or times out: they wait, they do not stop)."""
+def read(bootstrap: str, topic: str, isolation: str = "read_committed", timeout: float = 120) -> list:
+    """Every record of ``topic`` as (key, value, headers), read from the start up to the end it has
+    once the writers are done (a transaction a killed writer left open holds read_committed readers
+    back until it is fenced or times out: they wait, they do not stop)."""
     def decode(b):
         return b.decode() if b is not None else None
 
     return [(decode(msg.key()), decode(msg.value()), dict(msg.headers() or []))
-            for msg in read_topic(bootstrap, topic, idle=idle, timeout=timeout, after=expect,
+            for msg in read_topic(bootstrap, topic, idle=None, timeout=timeout, to_end=True,
                                   config={"isolation.level": isolation})]
 
 
@@ -162,7 +161,7 @@ def test_kill_9s_at_random_moments_leave_every_row_exactly_once(kafka, postgres,
     assert "late dropped" not in log.read_text()  # else the plain-Python reference below would not apply
 
     want_windows = Counter({(s, u, clickstream.iso(w).replace("000Z", "Z")): 1 for s, u, w in closed_click_windows(events)})
-    rows = [json.loads(v) for _, v, _ in read(kafka.bootstrap, windows, expect=len(want_windows))]
+    rows = [json.loads(v) for _, v, _ in read(kafka.bootstrap, windows)]
     got_windows = Counter((r["session_id"], r["uuid"], r["window_start"]) for r in rows)
     assert len(want_windows) > 100
     assert got_windows == want_windows, f"windows: {duplicates_and_missing(got_windows, want_windows)} ({replays} replays skipped)"
@@ -171,14 +170,14 @@ def test_kill_9s_at_random_moments_leave_every_row_exactly_once(kafka, postgres,
 
     want_clicks = Counter((e.uuid, e.session_id, clickstream.iso(e.ts)[:23]) for e in events if e.event == "click")
     got_clicks = Counter((r["uuid"], r["session_id"], r["ts"][:23])
-                         for r in (json.loads(v) for _, v, _ in read(kafka.bootstrap, clicks, expect=len(want_clicks))))
+                         for r in (json.loads(v) for _, v, _ in read(kafka.bootstrap, clicks)))
     assert got_clicks == want_clicks, f"clicks: {duplicates_and_missing(got_clicks, want_clicks)} ({replays} replays skipped)"
 
     with psycopg.connect(postgres.dsn) as conn:
         stored = conn.execute(f"SELECT uuid, session_id, ts FROM {table}").fetchall()
     assert sorted(stored) == sorted((e.uuid, e.session_id, e.ts) for e in events if e.event == "click")
 
-    letters = read(kafka.bootstrap, dead, expect=MALFORMED)
+    letters = read(kafka.bootstrap, dead)
     assert sorted(v for _, v, _ in letters) == sorted(f"{{not json {k}" for k in range(MALFORMED))
     assert all(h["streamapp.error"] for _, _, h in letters)
 

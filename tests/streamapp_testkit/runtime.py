@@ -58,12 +58,14 @@ def produce(bootstrap: str, topic: str, records, timestamps_ms: list[int] | None
     assert producer.flush(60) == 0
 
 
-def consume(bootstrap: str, topic: str, expect: int | None = None, timeout: float = 20, idle: float = 3) -> list[dict]:
+def consume(bootstrap: str, topic: str, expect: int | None = None, timeout: float = 20, idle: float = 3,
+            to_end: bool = False) -> list[dict]:
     """Every record of a topic as {key, value, headers}, values decoded from JSON when possible: until
-    `expect` records came, or (without `expect`) nothing new for `idle` seconds from the start."""
+    `expect` records came, or (without `expect`) nothing new for `idle` seconds from the start; with
+    `to_end`, everything the topic held when the read began (`read_topic`), however it came."""
     out: list[dict] = []
-    for msg in read_topic(bootstrap, topic, until=expect, idle=idle if expect is None else None, timeout=timeout,
-                          after=0):
+    quiet = None if expect is not None or to_end else idle
+    for msg in read_topic(bootstrap, topic, until=expect, idle=quiet, timeout=timeout, after=0, to_end=to_end):
         value = msg.value()
         try:
             value = json.loads(value) if value is not None else None

@@ -101,3 +101,50 @@ def test_a_kafka_error_raises_and_a_retriable_one_or_a_missing_topic_is_waited_o
     with pytest.raises(KafkaException):
         kafka_admin.read_topic("b", "t", until=1)
     assert seen["closed"]
+
+
+def test_to_end_stops_once_every_partition_is_read_up_to_its_end_at_the_start(monkeypatch):
+    """Partition 0 holds offsets 0-2, partition 1 offsets 0-1 and then a transaction marker (end 3),
+    partition 2 nothing; a record produced after the read began is not waited for."""
+    from types import SimpleNamespace
+
+    from confluent_kafka import TopicPartition
+
+    clock = Clock()
+    log = {0: [b"a", b"b", b"c"], 1: [b"d", b"e"], 2: []}
+    ends = {0: (0, 3), 1: (0, 3), 2: (5, 5)}
+    batches = [[(0, 0), (1, 0)], [(0, 1), (1, 1)], [(0, 2)], [(0, 3)]]  # (partition, offset); (0, 3) came later
+
+    class FakeConsumer:
+        def __init__(self, config):
+            self.position_of = {}
+
+        def subscribe(self, topics):
+            pass
+
+        def list_topics(self, topic, timeout):
+            return SimpleNamespace(topics={topic: SimpleNamespace(partitions={0: None, 1: None, 2: None})})
+
+        def get_watermark_offsets(self, tp, timeout):
+            return ends[tp.partition]
+
+        def consume(self, _n, timeout):
+            clock.now += timeout
+            out = []
+            for partition, offset in batches.pop(0) if batches else []:
+                # past the last record of partition 1 comes its transaction marker: the position skips it
+                self.position_of[partition] = offset + 1 + (partition == 1 and offset == 1)
+                out.append(Msg(log[partition][offset] if offset < len(log[partition]) else b"late"))
+            return out
+
+        def position(self, partitions):
+            return [TopicPartition(tp.topic, tp.partition, self.position_of.get(tp.partition, -1001)) for tp in partitions]
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(kafka_admin, "Consumer", FakeConsumer)
+    monkeypatch.setattr(kafka_admin, "time", clock)
+    got = kafka_admin.read_topic("b", "t", idle=None, timeout=30, to_end=True)
+    assert [m.value() for m in got] == [b"a", b"d", b"b", b"e", b"c"]
+    assert clock.now == 1.5  # three reads, no waiting for more
