@@ -67,7 +67,7 @@ def test_a_checkpoint_of_the_previous_spark_is_restored_with_its_state(kafka, po
     before, after = events[:len(events) // 2], events[len(events) // 2:]
     produce(kafka.bootstrap, topic, [(e.session_id, e.to_json()) for e in before])
     path, checkpoint = tmp_path / "app.yaml", tmp_path / "checkpoint"
-    path.write_text(yaml.safe_dump(click_sessions_manifest(topic, out, table, max_offsets_per_trigger=60, delivery="exactly-once")))
+    path.write_text(yaml.safe_dump(click_sessions_manifest(topic, out, table, max_offsets_per_trigger=160, delivery="exactly-once")))
     query, progress = f"sessions-{table}", tmp_path / "progress.jsonl"
     batches = f"SELECT count(DISTINCT batch_id) FROM streamapp_batches WHERE query = '{query}'"
 
