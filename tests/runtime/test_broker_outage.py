@@ -40,9 +40,9 @@ def own_kafka(tmp_path):
 
 def manifest(name: str, topic: str, out: str) -> dict:
     return {"apiVersion": "streamapp.io/v1alpha1", "kind": "StreamApp", "metadata": {"name": name}, "spec": {
-        # Shorter than Kafka's 60 s API timeout so that Spark notices the outage within ~30 s and the
+        # Shorter than Kafka's 60 s API timeout so that Spark notices the outage within ~20 s and the
         # test stays short; docs/runtime.md gives the timings with the defaults.
-        "kafka": {"bootstrapServers": "unused:9092", "options": {"default.api.timeout.ms": "10000",
+        "kafka": {"bootstrapServers": "unused:9092", "options": {"default.api.timeout.ms": "5000",
                                                                  "request.timeout.ms": "5000"}},
         "sources": [{"name": "events", "topic": topic, "schema": {"id": "string", "user": "string", "n": "long"},
                      "maxOffsetsPerTrigger": 50}],
@@ -149,9 +149,10 @@ def test_a_stop_while_waiting_for_kafka_or_a_topic_exits_0_with_one_line_per_wai
         workdir.mkdir()
         proc = subprocess.Popen(command, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT, cwd=workdir)
         runs[signum] = (proc, log)
-    for signum, (proc, log) in runs.items():
+    for proc, log in runs.values():
         wait_while_running(lambda: "waiting for" in log.read_text(), proc, log, timeout=120, what="the wait for Kafka")
-        time.sleep(3)  # a few seconds of waiting: librdkafka retries connections every ~100 ms meanwhile
+    time.sleep(3)  # a few seconds of waiting for both: librdkafka retries connections every ~100 ms meanwhile
+    for signum, (proc, _) in runs.items():
         proc.send_signal(signum)
     for signum, (proc, log) in runs.items():
         code = proc.wait(60)
