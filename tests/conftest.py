@@ -127,6 +127,11 @@ def pytest_configure(config):
             os.environ.setdefault(key, value)
     except FileNotFoundError:
         pass
+    # Every Spark JVM a test starts (the session's, each `streamapp run`'s) lives for seconds to minutes
+    # on small inputs: the C1 compiler alone and the serial collector spend far less CPU on them than
+    # the JVM's defaults (C2 compiler threads, G1's), CPU the two lanes of `make test` share. Neither
+    # changes what Spark computes; `make bench` and the images keep the JVM's defaults.
+    os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
     # Scratch space of this run, removed at its end: Spark's local dirs (a driver killed with -9
     # never removes its own, and a run used to leave ~80 of them under /tmp), helm's home, the
     # webhook's certificates, whatever a test's tempfile.mkdtemp makes.
