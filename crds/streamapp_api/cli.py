@@ -31,6 +31,8 @@ COMMANDS: dict[str, Command] = {
     "state": Command("streamapp_runtime.state.cli", "show a stream's aggregate state from the checkpoint (local Spark, no Kafka)"),
     "snapshot": Command("streamapp_runtime.snapshot.cli", "copy an app's checkpoint, each query at its last committed batch (while it runs too)"),
     "restore": Command("streamapp_runtime.snapshot.restore_cli", "copy a snapshot into an app's empty checkpoint: the next run resumes from it"),
+    "produce": Command("streamapp_runtime.console.produce", "write stdin's lines to a Kafka topic, one record each"),
+    "consume": Command("streamapp_runtime.console.consume", "print a Kafka topic's records from the beginning, one per line"),
     "cleanup": Command("streamapp_runtime.cleanup.cli", "list (and with --yes delete) what a deleted app left behind"),
     # Lazily imported from operator/: needs no cluster, prints what the operator would apply.
     "render": Command("streamapp_operator.render_cli", "print the Kubernetes objects the operator applies for a StreamApp"),
