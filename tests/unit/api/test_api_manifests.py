@@ -40,6 +40,22 @@ def test_example_is_valid_and_commented(path):
         assert app.metadata.name == path.stem
 
 
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_example_says_in_its_header_what_a_default_cluster_lacks(path):
+    """A user applies an example on kind, EKS or GKE as they come: whatever it needs beyond Kafka and
+    the default StorageClass's ReadWriteOnce claim is said before the manifest starts."""
+    head = path.read_text().split("\napiVersion:", 1)[0]
+    assert "Before applying:" in head
+    for document in (d for d in yaml.safe_load_all(path.read_text()) if d):
+        app = load(document)
+        checkpoint = app.spec.state.checkpoint
+        for mode in checkpoint.access_modes or ():
+            assert mode == "ReadWriteOnce" or mode in head, f"the header does not say it needs {mode}"
+        secrets = {env.secret for sink in app.spec.sinks for env in sink.target.secret_env()}
+        for name in secrets:
+            assert f"Secret {name}" in head, f"the header does not say it needs the Secret {name}"
+
+
 def test_enough_invalid_manifests_for_both_refusers():
     by = [header(p).get("refused-by") for p in INVALID]
     assert len(INVALID) >= 30
