@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 # Every process a run starts inherits this id; `leftovers` finds exactly those still running.
 export STREAMAPP_TESTBED_RUN ?= $(shell date +%s%N)
 
-.PHONY: help venv deps local-deps test unit integration demo demo-local testbed-up crds images push push-registry-given registry cluster-deps cluster-up cluster-down e2e e2e-kind kind-image kind-up kind-smoke kind-down
+.PHONY: help venv deps local-deps test unit integration demo demo-local testbed-up crds images push push-registry-given registry cluster-deps cluster-up cluster-down e2e e2e-kind quickstart kind-image kind-up kind-smoke kind-down
 
 help:
 	@echo "make test        install what is missing, start the test bed and the cluster, run every test, stop everything"
@@ -26,6 +26,7 @@ help:
 	@echo "make push REGISTRY=host[:port][/path]  tag both images under REGISTRY and push them"
 	@echo "make cluster-up  start the real single-node cluster (make cluster-down stops it)"
 	@echo "make e2e         end-to-end tests on that cluster; make e2e-kind: the same on kind"
+	@echo "make quickstart  the README's quickstart, run as written on a kind cluster of its own"
 	@echo "make kind-up     a kind cluster built here (no image pulled); make kind-smoke proves it, kind-down deletes it"
 	@echo "cache: $(STREAMAPP_CACHE)"
 
@@ -43,9 +44,10 @@ local-deps:
 # Every test, in two lanes side by side (a sequential run used the machine's two cores at 61 % of
 # one): lane 1 is the suite on its test bed but the operator's tests; lane 2 the end-to-end tests on
 # the kind cluster (tests/e2e, brought up and down around them unless `make kind-up` left one up),
-# then the operator's tests and LANE2_SUITE (runtime files moved there when lane 1 is the longer: see
-# the junit times; none now) on a test bed of its own. They share nothing
-# but the run id. Last, alone, the tests marked `alone` (they need the machine's firewall to themselves).
+# the README's quickstart on a kind cluster of its own (tests/quickstart), then the operator's tests
+# and LANE2_SUITE (runtime files moved there when lane 1 is the longer: see the junit times; none
+# now) on a test bed of its own. They share nothing but the run id. Last, alone, the tests marked
+# `alone` (they need the machine's firewall to themselves).
 # TEST_LANES=1 runs the lanes one after the other. Per-test times: $(STREAMAPP_CACHE)/logs/junit-*.xml.
 TEST_LANES ?= 2
 LANE2_SUITE =
@@ -54,6 +56,7 @@ test: deps images kind-image registry
 	  lane1() { $(PYTHON) -m pytest -m "not alone" --ignore=tests/operator $(LANE2_SUITE:%=--ignore=%) --junitxml=$$logs/junit-$$run-suite.xml $(PYTEST_ARGS); }; \
 	  lane2() { local s=0; \
 	    STREAMAPP_E2E_CLUSTER=kind $(PYTHON) -m pytest -m e2e tests/e2e --junitxml=$$logs/junit-$$run-e2e.xml $(PYTEST_ARGS) || s=$$?; \
+	    STREAMAPP_QUICKSTART=kind $(PYTHON) -m pytest tests/quickstart --junitxml=$$logs/junit-$$run-quickstart.xml $(PYTEST_ARGS) || s=$$?; \
 	    $(PYTHON) -m pytest -m "not alone" tests/operator $(LANE2_SUITE) --junitxml=$$logs/junit-$$run-operator.xml $(PYTEST_ARGS) || s=$$?; \
 	    return $$s; }; \
 	  if [ "$(TEST_LANES)" = 2 ]; then \
@@ -73,6 +76,12 @@ unit: venv
 
 integration: deps registry images  # tests/integration/test_push.py pushes the built images
 	$(PYTHON) -m pytest -m integration $(PYTEST_ARGS)
+
+# The README's quickstart, block by block, on a kind cluster of its own (none may be up).
+quickstart: deps images kind-image
+	@status=0; STREAMAPP_QUICKSTART=kind $(PYTHON) -m pytest tests/quickstart $(PYTEST_ARGS) || status=$$?; \
+	  $(PYTHON) -m streamapp_testbed leftovers || { echo "the tests left processes running" >&2; status=1; }; \
+	  exit $$status
 
 # The operator on the kind cluster (brought up and down unless `make kind-up` left one up).
 demo: deps images kind-image
