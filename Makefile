@@ -164,7 +164,7 @@ kind-down:
 # or BENCH_ARGS="--quick" (minutes; results in bench/results-quick/, not over the project's figures).
 BENCH_ARGS ?=
 .PHONY: bench
-bench: deps cluster-deps images  # the recovery bench runs the images of this tree on the cluster
+bench: deps kind-image images  # recovery and autoscale run the images of this tree on the kind cluster
 	@status=0; STREAMAPP_BENCH_COMMAND='make bench$(if $(BENCH_ARGS), BENCH_ARGS="$(BENCH_ARGS)")' \
 	  PYTHONPATH=$(PYTHONPATH):$(CURDIR)/bench \
 	  $(PYTHON) -m streamapp_bench $(BENCH_ARGS) || status=$$?; \

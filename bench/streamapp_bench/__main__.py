@@ -1,8 +1,8 @@
 """`python -m streamapp_bench`: run the benches, write bench/results/<name>.json, render bench/README.md.
 
-Each bench starts the test bed parts it needs and stops them when it ends. Adding one (recovery on a
-real cluster, issue 6) is a module with `run(bed, workdir, **options) -> dict`, an entry in BENCHES
-and a renderer in report.RENDER.
+Each bench starts the test bed parts it needs and stops them when it ends; recovery and autoscale
+bring up the kind cluster themselves (streamapp_testbed.kind_cluster.bed). Adding one is a module with
+`run(bed, workdir, **options) -> dict`, an entry in BENCHES and a renderer in report.RENDER.
 """
 
 from __future__ import annotations
@@ -49,9 +49,9 @@ BENCHES = {
     "controlplane": (("kafka", "kube", "kwok"), lambda tb, wd, a: controlplane.run(
         tb, wd, total=a.apps, batch=a.batch, fail=a.fail, settle=a.settle, timeout=a.timeout,
         profile_seconds=a.profile_seconds)),
-    # the real single-node cluster (brought up and down here unless `make cluster-up` left one up)
+    # the kind cluster (brought up and down here unless `make kind-up` left one up)
     "recovery": ((), lambda tb, wd, a: recovery.run(tb, wd, kills=a.kills, timeout=a.timeout)),
-    # issue 15: load mode through a ×4 input step, in-place rescale against a driver restart (the cluster too)
+    # issue 15: load mode through a ×4 input step, in-place rescale against a driver restart (kind too)
     "autoscale": ((), lambda tb, wd, a: autoscale.run(
         tb, wd, methods=a.rescale_methods, rounds=a.autoscale_rounds, rate=a.autoscale_rate, work=a.autoscale_work,
         trigger=a.autoscale_trigger,

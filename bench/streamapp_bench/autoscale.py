@@ -1,5 +1,5 @@
-"""Load-step autoscaling on the real single-node cluster (streamapp_testbed.cluster): `scaling.mode:
-load` following a steady input rate, then ×4, then back, once per rescale method (in place against
+"""Load-step autoscaling on the kind cluster (streamapp_testbed.kind_cluster): `scaling.mode: load`
+following a steady input rate, then ×4, then back, once per rescale method (in place against
 today's driver restart), interleaved when there are several rounds.
 
 The operator is installed by its chart; each run is a fresh load-step app (streamapp_testbed.load_app:
@@ -14,12 +14,10 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import time
 from pathlib import Path
 
-from streamapp_testbed import cluster, cluster_apps, kafka_admin
-from streamapp_testbed.cluster_client import ClusterClient, check_kubeconfig
+from streamapp_testbed import cluster_apps, kafka_admin, kind_cluster
 from streamapp_testbed.waiting import NotYet, wait_for
 from streamapp_testbed.load_app import QUERY, PacedProducer, compare, manifest, table_counts
 
@@ -41,12 +39,12 @@ def rescale_field_known() -> bool:
 class Run:
     """One app through settle, base, ×4 and back."""
 
-    def __init__(self, client: ClusterClient, state: dict, method: str, round_: int, opts: dict, pass_method: bool):
-        self.client, self.state, self.method, self.round, self.opts = client, state, method, round_, opts
+    def __init__(self, kind: kind_cluster.KindBed, method: str, round_: int, opts: dict, pass_method: bool):
+        self.client, self.kind, self.method, self.round, self.opts = kind.client, kind, method, round_, opts
         rid = os.urandom(2).hex()
         self.name = f"load-{method.lower()}-{round_}-{rid}"
         self.topic, self.table, self.volume = f"bench-load-{rid}", f"load_counts_{rid}", f"{NS}-{rid}"
-        self.volume_dir = Path(f"/var/tmp/streamapp-bench/autoscale-{rid}")
+        self.volume_dir = f"/var/tmp/streamapp-bench/autoscale-{rid}"  # on the node
         self.pass_method = pass_method
         self.rate = opts["rate"]
 
@@ -67,11 +65,9 @@ class Run:
                                       f"last batch {s.get('last_batch')}")
 
     def go(self) -> dict:
-        c, o, st = self.client, self.opts, self.state
-        bootstrap, dsn = st["kafka_bootstrap"], st["postgres_dsn"]
-        self.volume_dir.mkdir(parents=True, exist_ok=True)
-        os.chmod(self.volume_dir, 0o777)
-        c.apply(cluster_apps.hostpath_volume(self.volume, str(self.volume_dir), CLASS))
+        c, o = self.client, self.opts
+        bootstrap, dsn = self.kind.kafka_bootstrap, self.kind.postgres_dsn
+        c.apply(cluster_apps.hostpath_volume(self.volume, kind_cluster.node_dir(self.volume_dir), CLASS))
         kafka_admin.create_topic(bootstrap, self.topic, partitions=o["partitions"])
         self.producer = PacedProducer(bootstrap, self.topic, lambda: self.rate)
         self.producer.start()
@@ -119,7 +115,7 @@ class Run:
         self.client.kubectl("delete", "streamapp", self.name, "-n", NS, "--wait=true", "--timeout=120s", check=False)
         self.client.kubectl("delete", "pvc", "-n", NS, "--all", "--wait=true", "--timeout=60s", check=False)
         self.client.kubectl("delete", "pv", self.volume, "--wait=false", check=False)
-        shutil.rmtree(self.volume_dir, ignore_errors=True)
+        kind_cluster.node("rm", "-rf", self.volume_dir)
 
 
 def run(bed, workdir: Path, methods: tuple[str, ...] = METHODS, rounds: int = 1, rate: float = 800, factor: float = 4,
@@ -136,30 +132,26 @@ def run(bed, workdir: Path, methods: tuple[str, ...] = METHODS, rounds: int = 1,
             "trigger_s": float(trigger.rstrip("s")), "base_s": base_s, "step_s": step_s, "back_s": back_s,
             "up_window": up_window, "down_window": down_window, "executor_cpu": executor_cpu,
             "max_executors": max_executors, "timeout": timeout, "drain_s": 120}
-    started = cluster.live_state() is None
-    state = cluster.up()
-    client = ClusterClient(Path(state["kubeconfig"]), cluster.CONTEXT)
-    check_kubeconfig(client.kubeconfig, cluster.CONTEXT)
     runs: list[dict] = []
-    try:
-        client.install_operator(NS, state["kafka_bootstrap"], state["postgres_dsn"], values={"operator.resync": "10"})
-        client.apply({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "pg", "namespace": NS},
-                      "stringData": {"uri": state["postgres_dsn"]}})
-        node = json.loads(client.kubectl("get", "nodes", "-o", "json").stdout)["items"][0]["status"]["allocatable"]
-        for i in range(rounds):
-            for method in methods:
-                one = Run(client, state, method, i + 1, opts, pass_method=known)
-                try:
-                    runs.append(one.go())
-                finally:
-                    one.clean()
-    finally:
-        if not started:  # a cluster left up by `make cluster-up`: remove what the bench put in it
-            client.uninstall_operator(NS)
-        else:
-            cluster.down()
+    with kind_cluster.bed(workdir) as kind:
+        client = kind.client
+        try:
+            client.install_operator(NS, kind.kafka_bootstrap, kind.postgres_dsn, values={"operator.resync": "10"})
+            client.apply({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "pg", "namespace": NS},
+                          "stringData": {"uri": kind.postgres_dsn}})
+            node = json.loads(client.kubectl("get", "nodes", "-o", "json").stdout)["items"][0]["status"]["allocatable"]
+            for i in range(rounds):
+                for method in methods:
+                    one = Run(kind, method, i + 1, opts, pass_method=known)
+                    try:
+                        runs.append(one.go())
+                    finally:
+                        one.clean()
+        finally:
+            if not kind.created:  # a cluster `make kind-up` left up stays up, without what the bench put in it
+                client.uninstall_operator(NS)
     result = {"options": {k: v for k, v in opts.items() if k != "trigger_s"}, "methods": list(methods),
-              "skipped": skipped, "node_allocatable": {k: node.get(k) for k in ("cpu", "memory")},
+              "skipped": skipped, "cluster": "kind", "node_allocatable": {k: node.get(k) for k in ("cpu", "memory")},
               "summary": analysis.summary(runs),
               "runs": [{k: v for k, v in r.items() if k != "samples"} for r in runs],
               "load_at_end": " ".join(f"{x:.1f}" for x in os.getloadavg())}

@@ -246,7 +246,8 @@ def restarts_at(run: dict) -> list[float]:
 def plot_title(result: dict) -> str:
     """The PNG's title: the run's options in one line."""
     o = result["options"]
-    return (f"scaling.mode load on the single-node cluster: {o['rate']:.0f} rows/s, ×{o['factor']:g} for "
+    where = "kind" if result.get("cluster") == "kind" else "the hand-built cluster"
+    return (f"scaling.mode load on {where}: {o['rate']:.0f} rows/s, ×{o['factor']:g} for "
             f"{o['step_s']:.0f} s, back; {o['partitions']} partitions, trigger {o['trigger']}, "
             f"executors 1..{o['max_executors']}")
 

@@ -1,63 +1,35 @@
-"""Recovery on the real single-node cluster (streamapp_testbed.cluster): how long a StreamApp is
-down when its driver dies, against how long it takes to start at all.
+"""Recovery on the kind cluster (streamapp_testbed.kind_cluster): how long a StreamApp is down when
+its driver dies, against how long it takes to start at all.
 
 The operator is installed by its chart; a click-sessions app (Kafka sink) runs on driver and
 executor pods while clicks arrive at a steady rate. Cold start: `kubectl apply` → driver pod
 Running → every query of the driver has committed a batch. Then `kills` times: SIGKILL to the
 driver's JVM inside the pod (as in the e2e tests) → a replacement driver pod Running → every query
 of the replacement has committed a batch. "Committed" is read from the driver's own metrics
-(`streamapp_last_batch_timestamp_seconds` per query, set when a batch's progress arrives).
+(`streamapp_last_batch_timestamp_seconds` per query, set when a batch's progress arrives), at the
+pod's address, which this host reaches through its route to the kind node.
 Target: kill → first batch ≤ cold start → first batch + one trigger interval."""
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
-import shutil
 import statistics
-import subprocess
 import threading
 import time
 import urllib.request
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-import yaml
-
 from streamapp_testbed import clickstream
-from streamapp_testbed import cluster, cluster_apps, kafka_admin
-from streamapp_testbed.cluster_client import CHART, RELEASE
-from streamapp_testbed.paths import cache_dir, image_tag, installed
+from streamapp_testbed import cluster_apps, kafka_admin, kind_cluster
+from streamapp_testbed.cluster_client import ClusterClient
+from streamapp_testbed.waiting import wait_for
 
 log = logging.getLogger("bench.recovery")
 NS, APP, CLASS = "streamapp-bench", "click-sessions", "streamapp-bench"
 _LAST_BATCH = re.compile(r'^streamapp_last_batch_timestamp_seconds\{[^}]*query="([^"]+)"[^}]*\}\s+(\S+)', re.M)
-
-
-class Cluster:
-    def __init__(self, state: dict):
-        self.state = state
-        self.kubectl_argv = [str(installed().kube_tool("kubectl")), f"--kubeconfig={state['kubeconfig']}",
-                             f"--context={cluster.CONTEXT}"]  # fmt: skip
-        self.helm_bin = str(sorted(cache_dir().glob("helm-*/bin/helm"))[-1])
-
-    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
-        result = subprocess.run([*self.kubectl_argv, *args], input=input, capture_output=True, text=True, timeout=300)
-        if check and result.returncode:
-            raise RuntimeError(f"kubectl {' '.join(args)}: {result.stderr.strip()}")
-        return result
-
-    def helm(self, *args: str) -> None:
-        subprocess.run([self.helm_bin, f"--kubeconfig={self.state['kubeconfig']}", f"--kube-context={cluster.CONTEXT}",
-                        *args], check=True, capture_output=True, timeout=600)  # fmt: skip
-
-    def driver(self) -> dict | None:
-        out = self.kubectl("get", "pods", "-n", NS, "-l", f"streamapp.io/app={APP},streamapp.io/component=driver",
-                           "-o", "json")  # fmt: skip
-        pods = [p for p in json.loads(out.stdout)["items"] if not p["metadata"].get("deletionTimestamp")]
-        return pods[0] if pods else None
 
 
 def query_names(app: dict) -> set[str]:
@@ -75,24 +47,16 @@ def committed_since(pod_ip: str, queries: set[str], since: float) -> bool:
     except OSError:
         return False
     batches = {q: float(v) for q, v in _LAST_BATCH.findall(text)}
-    # progress timestamps are whole milliseconds of the driver's clock, the same host clock as ours
+    # progress timestamps are whole milliseconds of the driver's clock: the kind node is a container on
+    # this host, with the same clock as ours
     return all(batches.get(q, 0) >= since - 0.001 for q in queries)
 
 
-def _wait(what: str, check, timeout: float, every: float = 0.25):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(every)
-    raise TimeoutError(f"no {what} after {timeout:.0f} s")
-
-
-def _running(c: Cluster, not_uid: str | None = None) -> dict | None:
-    pod = c.driver()
-    if pod and pod["status"].get("phase") == "Running" and pod["metadata"]["uid"] != not_uid and pod["status"].get("podIP"):
-        return pod
+def _running(c: ClusterClient, not_uid: str | None = None) -> dict | None:
+    """The driver pod, once it runs with an address (and is not the pod of uid `not_uid`)."""
+    for pod in c.running(NS, APP, "driver"):
+        if pod["metadata"]["uid"] != not_uid and pod["status"].get("podIP"):
+            return pod
     return None
 
 
@@ -128,32 +92,30 @@ def manifest(bootstrap: str, topic: str, trigger: str) -> dict:
 
 
 def run(bed, workdir: Path, kills: int = 3, trigger: str = "5s", rate: float = 20, timeout: float = 900) -> dict:  # noqa: ARG001
-    started = cluster.read_state() is None
-    state = cluster.up()
-    c = Cluster(state)
+    with kind_cluster.bed(workdir) as kind:
+        return _measure(kind, kills, trigger, rate, timeout)
+
+
+def _measure(kind: kind_cluster.KindBed, kills: int, trigger: str, rate: float, timeout: float) -> dict:
+    c, bootstrap = kind.client, kind.kafka_bootstrap
     run_id = os.urandom(3).hex()
-    topic, volume = f"bench-clicks-{run_id}", Path(f"/var/tmp/streamapp-bench/{run_id}")
-    clicks = Clicks(state["kafka_bootstrap"], topic, rate)
+    topic, volume, volume_dir = f"bench-clicks-{run_id}", f"streamapp-bench-{run_id}", f"/var/tmp/streamapp-bench/{run_id}"
+    clicks = Clicks(bootstrap, topic, rate)
     trigger_s = float(trigger.rstrip("s"))
     try:
-        c.kubectl("create", "namespace", NS, check=False)
-        c.helm("upgrade", "--install", RELEASE, str(CHART), "-n", NS,
-               "--set", f"watchNamespaces={{{NS}}}", "--set", "operator.resync=10", "--set", f"image.tag={image_tag()}",
-               "--wait", "--timeout", "5m")  # fmt: skip
-        volume.mkdir(parents=True, exist_ok=True)
-        volume.chmod(0o777)
-        c.kubectl("apply", "-f", "-", input=yaml.safe_dump(
-            cluster_apps.hostpath_volume(f"streamapp-bench-{run_id}", str(volume), CLASS)))
-        kafka_admin.create_topic(state["kafka_bootstrap"], topic, partitions=2)
+        c.install_operator(NS, bootstrap, kind.postgres_dsn, values={"operator.resync": "10"})
+        c.apply(cluster_apps.hostpath_volume(volume, kind_cluster.node_dir(volume_dir), CLASS))
+        kafka_admin.create_topic(bootstrap, topic, partitions=2)
         clicks.start()
         time.sleep(3)
         t0 = time.time()
-        app = manifest(state["kafka_bootstrap"], topic, trigger)
+        app = manifest(bootstrap, topic, trigger)
         queries = query_names(app)
-        c.kubectl("apply", "-f", "-", input=yaml.safe_dump(app))
-        pod = _wait("running driver", lambda: _running(c), timeout)
+        c.apply(app)
+        pod = wait_for("a running driver", lambda: _running(c), timeout, every=0.25)
         t_running = time.time()
-        _wait("first committed batch", lambda: committed_since(pod["status"]["podIP"], queries, t0), timeout)
+        wait_for("the first committed batch", lambda: committed_since(pod["status"]["podIP"], queries, t0), timeout,
+                 every=0.25)
         cold = {"to_running_s": round(t_running - t0, 2), "to_first_batch_s": round(time.time() - t0, 2)}
         log.info("cold start: %s", cold)
         restarts = []
@@ -162,28 +124,22 @@ def run(bed, workdir: Path, kills: int = 3, trigger: str = "5s", rate: float = 2
             pod = _running(c)
             t0 = time.time()
             c.kubectl("exec", "-n", NS, pod["metadata"]["name"], "-c", "driver", "--", "sh", "-c", "kill -9 $(pgrep -x java)")
-            new = _wait("replacement driver", lambda: _running(c, not_uid=pod["metadata"]["uid"]), timeout)
+            new = wait_for("a replacement driver", lambda: _running(c, not_uid=pod["metadata"]["uid"]), timeout,
+                           every=0.25)
             t_running = time.time()
-            _wait("first committed batch of the replacement", lambda: committed_since(new["status"]["podIP"], queries, t0),
-                  timeout)
+            wait_for("the first committed batch of the replacement",
+                     lambda: committed_since(new["status"]["podIP"], queries, t0), timeout, every=0.25)
             restarts.append({"to_running_s": round(t_running - t0, 2), "to_first_batch_s": round(time.time() - t0, 2)})
             log.info("restart %d: %s", i + 1, restarts[-1])
         p50 = statistics.median(r["to_first_batch_s"] for r in restarts)
         return {"cold": cold, "restarts": restarts, "queries": sorted(queries), "trigger_s": trigger_s, "rate": rate, "clicks_sent": clicks.sent,
                 "restart_p50_to_first_batch_s": p50, "target_s": round(cold["to_first_batch_s"] + trigger_s, 2),
-                "meets": p50 <= cold["to_first_batch_s"] + trigger_s, "restart_backoff": "1s",
+                "meets": p50 <= cold["to_first_batch_s"] + trigger_s, "restart_backoff": "1s", "cluster": "kind",
                 "load_at_end": " ".join(f"{x:.1f}" for x in os.getloadavg())}  # fmt: skip
     finally:
         clicks.stopped.set()
         clicks.join(timeout=30)
-        try:
-            if not started:  # a cluster left up by `make cluster-up`: remove what the bench put in it
-                c.kubectl("delete", "streamapps", "--all", "-n", NS, "--wait=true", "--timeout=120s", check=False)
-                subprocess.run([c.helm_bin, f"--kubeconfig={state['kubeconfig']}", f"--kube-context={cluster.CONTEXT}",
-                                "uninstall", RELEASE, "-n", NS], capture_output=True, timeout=300)  # fmt: skip
-                c.kubectl("delete", "namespace", NS, "--wait=true", "--timeout=120s", check=False)
-                c.kubectl("delete", "pv", f"streamapp-bench-{run_id}", "--wait=false", check=False)
-        finally:
-            shutil.rmtree(volume, ignore_errors=True)
-            if started:  # down() ends every pod and process; the next up starts afresh
-                cluster.down()
+        if not kind.created:  # a cluster `make kind-up` left up stays up, without what the bench put in it
+            c.uninstall_operator(NS)
+            c.kubectl("delete", "pv", volume, "--wait=false", check=False)
+            kind_cluster.node("rm", "-rf", volume_dir)

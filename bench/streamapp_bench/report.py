@@ -176,10 +176,17 @@ def controlplane(r: dict, images: str = "bench/results") -> list[str]:
     return lines
 
 
+def _cluster(d: dict) -> str:
+    """Where a cluster bench ran: its result says "kind"; results from before it say nothing."""
+    if d.get("cluster") == "kind":
+        return "the kind cluster (testbed/kind, one node)"
+    return "the hand-built single-node cluster that kind has since replaced"
+
+
 def recovery(r: dict, images: str = "bench/results") -> list[str]:
     d = r["result"]
     cold, kills = d["cold"], d["restarts"]
-    lines = [f"**Recovery** — click sessions on the real single-node cluster (driver + executor pods, trigger "
+    lines = [f"**Recovery** — click sessions on {_cluster(d)} (driver + executor pods, trigger "
              f"{d['trigger_s']:g} s, {d['rate']:g} clicks/s arriving); SIGKILL to the driver's JVM inside the pod, "
              f"restart backoff {d['restart_backoff']}. \"First batch\": every sink query of the driver committed a "
              f"batch started after the kill (or the apply).", "",
@@ -212,7 +219,7 @@ def delivery(r: dict, images: str = "bench/results") -> list[str]:
 def autoscale(r: dict, images: str = "bench/results") -> list[str]:
     d = r["result"]
     o = d["options"]
-    head = (f"**Autoscale** — `scaling.mode: load` on the real single-node cluster (driver and executor pods; node "
+    head = (f"**Autoscale** — `scaling.mode: load` on {_cluster(d)} (driver and executor pods; node "
             f"allocatable {d['node_allocatable']['cpu']} CPU): a count per key of JSON records (CPU spent on each: "
             f"`sha2(repeat(pad, {o['work']}), 256)`) upserted into Postgres, {o['partitions']} partitions, trigger "
             f"{o['trigger']}, executors 1..{o['max_executors']} of 1 core (asking {o['executor_cpu']} CPU), "
