@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 # Every process a run starts inherits this id; `leftovers` finds exactly those still running.
 export STREAMAPP_TESTBED_RUN ?= $(shell date +%s%N)
 
-.PHONY: help venv deps local-deps test unit integration demo demo-local testbed-up crds images push push-registry-given registry cluster-deps cluster-up cluster-down e2e e2e-kind quickstart kind-image kind-up kind-smoke kind-down
+.PHONY: help venv deps local-deps test unit integration demo demo-local testbed-up crds images push push-registry-given registry e2e quickstart kind-image kind-up kind-smoke kind-down
 
 help:
 	@echo "make test        install what is missing, start the test bed and the cluster, run every test, stop everything"
@@ -24,10 +24,10 @@ help:
 	@echo "make crds        regenerate crds/streamapp.io_streamapps.yaml from the API models"
 	@echo "make images      build the operator, runtime and pause images (Debian's docker.io, started if absent)"
 	@echo "make push REGISTRY=host[:port][/path]  tag both images under REGISTRY and push them"
-	@echo "make cluster-up  start the real single-node cluster (make cluster-down stops it)"
-	@echo "make e2e         end-to-end tests on that cluster; make e2e-kind: the same on kind"
-	@echo "make quickstart  the README's quickstart, run as written on a kind cluster of its own"
 	@echo "make kind-up     a kind cluster built here (no image pulled); make kind-smoke proves it, kind-down deletes it"
+	@echo "make e2e         the end-to-end tests on that kind cluster (brought up and down unless kind-up left it up)"
+	@echo "make quickstart  the README's quickstart, run as written on a kind cluster of its own"
+	@echo "make bench       the benchmarks (bench/README.md); BENCH_ARGS=--quick for a run in minutes"
 	@echo "cache: $(STREAMAPP_CACHE)"
 
 # Idempotent: a warm run checks stamps under $(STREAMAPP_CACHE) and returns in seconds.
@@ -98,13 +98,8 @@ crds: deps
 	cp crds/streamapp.io_streamapps.yaml charts/streamapp-operator/crds/streamapp.io_streamapps.yaml
 
 
-# --- images and the real single-node cluster (testbed/cluster, streamapp_testbed.cluster) ---------
+# --- images (testbed/cluster: the project's Docker engine, base image and image builds) ----------
 CLUSTER_ENV := set -a; source testbed/versions.env; set +a; export CACHE=$(STREAMAPP_CACHE)
-
-cluster-deps: deps registry
-	@$(CLUSTER_ENV); bash testbed/cluster/deps.sh
-	@$(CLUSTER_ENV); bash testbed/build-kube.sh node >$(STREAMAPP_CACHE)/logs/kube-node-build.log 2>&1 \
-	  || { tail -n 30 $(STREAMAPP_CACHE)/logs/kube-node-build.log; exit 1; }
 
 # The registry `make push` is tested against (tests/integration/test_push.py).
 registry: deps
@@ -126,20 +121,8 @@ push: push-registry-given images
 push-registry-given:  # before the images are built
 	@[[ -n "$(REGISTRY)" ]] || { echo "make push needs REGISTRY=host[:port][/path]" >&2; exit 2; }
 
-cluster-up: cluster-deps images
-	$(PYTHON) -m streamapp_testbed.cluster up
-
-cluster-down:
-	$(PYTHON) -m streamapp_testbed.cluster down
-
-# Uses the cluster when one is up (make cluster-up), else brings one up and down around the tests.
-e2e: cluster-deps images
-	@status=0; STREAMAPP_E2E_CLUSTER=local $(PYTHON) -m pytest -m e2e tests/e2e $(PYTEST_ARGS) || status=$$?; \
-	  $(PYTHON) -m streamapp_testbed leftovers || { echo "the tests left processes running" >&2; status=1; }; \
-	  exit $$status
-
-# The same tests on the kind cluster of testbed/kind (kind-up's, left up, else one brought up and down).
-e2e-kind: kind-image images
+# The end-to-end tests on the kind cluster of testbed/kind (kind-up's, left up, else one brought up and down).
+e2e: kind-image images
 	@status=0; STREAMAPP_E2E_CLUSTER=kind $(PYTHON) -m pytest -m e2e tests/e2e $(PYTEST_ARGS) || status=$$?; \
 	  $(PYTHON) -m streamapp_testbed leftovers || { echo "the tests left processes running" >&2; status=1; }; \
 	  exit $$status

@@ -44,10 +44,9 @@ def _sign(pki: Pki, name: str, subject: str, extensions: str) -> None:
     )  # fmt: skip
 
 
-def client_cert(pki: Pki, name: str, user: str, groups: tuple[str, ...] = ()) -> tuple[Path, Path]:
-    """A client certificate for `user` in `groups` (e.g. a kubelet: system:node:NAME in system:nodes)."""
-    subject = "".join(f"/O={g}" for g in groups) + f"/CN={user}"
-    _sign(pki, name, subject,
+def client_cert(pki: Pki, name: str, user: str) -> tuple[Path, Path]:
+    """A client certificate for `user` (its CN)."""
+    _sign(pki, name, f"/CN={user}",
           "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n")
     return pki.dir / f"{name}.crt", pki.dir / f"{name}.key"
 
@@ -71,13 +70,14 @@ def make_ca(directory: Path, name: str = "streamapp-testbed-ca") -> Pki:
     return pki
 
 
-def make_pki(directory: Path, extra_ips: tuple[str, ...] = ()) -> Pki:
-    """`extra_ips`: more addresses the API server is reached at (the single-node cluster's node)."""
+def make_pki(directory: Path) -> Pki:
+    """The kube-apiserver's CA, serving certificate (SERVING_NAMES), admin client certificate and
+    service-account key pair."""
     pki = make_ca(directory)
     _sign(
         pki, "apiserver", "/CN=kube-apiserver",
         "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
-        f"extendedKeyUsage=serverAuth\nsubjectAltName={','.join(SERVING_NAMES + [f'IP:{ip}' for ip in extra_ips])}\n",
+        f"extendedKeyUsage=serverAuth\nsubjectAltName={','.join(SERVING_NAMES)}\n",
     )  # fmt: skip
     _sign(
         pki, "admin", "/O=system:masters/CN=streamapp-testbed-admin",

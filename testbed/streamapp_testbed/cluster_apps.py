@@ -1,5 +1,5 @@
-"""StreamApps and checkpoint volumes shaped for the project's single-node cluster, the clicks they
-read and what a correct run of them writes: what the end-to-end tests, the recovery bench and
+"""StreamApps and checkpoint volumes shaped for the kind cluster's one node, the clicks they read
+and what a correct run of them writes: what the end-to-end tests, the recovery bench and
 `make demo` run (one place, so all three run the same app)."""
 
 from __future__ import annotations

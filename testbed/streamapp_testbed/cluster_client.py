@@ -1,6 +1,5 @@
 """kubectl and helm against one cluster, and the operator's chart installed on it: what the
-end-to-end tests and `make demo` both use (the e2e on the single-node cluster or kind, the demo on
-the single-node cluster)."""
+end-to-end tests, `make demo` and the recovery and autoscale benches use on the kind cluster."""
 
 from __future__ import annotations
 

@@ -46,8 +46,8 @@ class KafkaBroker:
     """
 
     def __init__(self, workdir: Path, java: str = "java", heap: str = "512m", host: str = "127.0.0.1"):
-        """`host`: the address it listens on and advertises (the single-node cluster passes its
-        node address so that pods reach it)."""
+        """`host`: the address it listens on and advertises (the kind bed passes the kind network's
+        gateway so that pods reach it)."""
         self.workdir = workdir
         self.host = host
         self.java = shutil.which(java) or java

@@ -20,15 +20,12 @@ CONTEXT = "streamapp-testbed"
 
 
 class ControlPlane:
-    """`address`: where the API server listens (the test bed: 127.0.0.1). The single-node cluster
-    (cluster.py) passes its node address, so that pods reach it through the `kubernetes` Service,
-    and `nodes=True`: kubelets authorised by the Node authorizer, `kubernetes` endpoints kept."""
+    """The API server listens on 127.0.0.1, under the kubeconfig context `streamapp-testbed`."""
 
-    def __init__(self, workdir: Path, address: str = "127.0.0.1", nodes: bool = False, context: str = CONTEXT):
+    def __init__(self, workdir: Path):
         self.workdir = workdir
-        self.address = address
-        self.nodes = nodes
-        self.context = context
+        self.address = "127.0.0.1"
+        self.context = CONTEXT
         self.etcd_port = free_port()
         self.etcd_peer_port = free_port()
         self.port = free_port()
@@ -50,7 +47,7 @@ class ControlPlane:
     # --- start -------------------------------------------------------------------------------
     def start(self) -> "ControlPlane":
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.pki = make_pki(self.workdir / "pki", extra_ips=() if self.address == "127.0.0.1" else (self.address,))
+        self.pki = make_pki(self.workdir / "pki")
         self._write_kubeconfig()
         self._start_etcd()
         self._start_apiserver()
@@ -85,15 +82,6 @@ class ControlPlane:
 
     def _start_apiserver(self) -> None:
         pki = self.pki
-        node_flags = [
-            "--authorization-mode=Node,RBAC",
-            "--enable-admission-plugins=NodeRestriction",
-            "--endpoint-reconciler-type=lease",
-            f"--kubelet-client-certificate={pki.admin_cert}",
-            f"--kubelet-client-key={pki.admin_key}",
-            "--kubelet-preferred-address-types=InternalIP,Hostname",
-        ]
-        testbed_flags = ["--authorization-mode=RBAC", "--endpoint-reconciler-type=none"]
         apiserver = self._spawn(
             "kube-apiserver",
             [
@@ -112,7 +100,8 @@ class ControlPlane:
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--allow-privileged=true",
                 "--enable-priority-and-fairness=false",
-                *(node_flags if self.nodes else testbed_flags),
+                "--authorization-mode=RBAC",
+                "--endpoint-reconciler-type=none",
             ],
         )
         apiserver.wait_until(lambda: self._get("/readyz") == b"ok", 120, "/readyz = ok")
@@ -139,8 +128,8 @@ class ControlPlane:
                 # Endpoints and EndpointSlices refuse: their controllers retried every Service's
                 # update without end (failed PUTs every second at a thousand apps in the control-plane
                 # bench), spent kube-controller-manager's request budget and held up the binding of
-                # volumes. Nothing on the kwok bed reads Endpoints; the cluster with nodes keeps them.
-                "--controllers=*,-nodeipam" + ("" if self.nodes else ",-endpoint,-endpointslice,-endpointslicemirroring"),
+                # volumes. Nothing on the kwok bed reads Endpoints.
+                "--controllers=*,-nodeipam,-endpoint,-endpointslice,-endpointslicemirroring",
                 # kwok's fake nodes never fail; a heartbeat lapse here only means the machine was
                 # starved (under heavy load): it marked drivers NotReady mid-test and, minutes later,
                 # evicted pods in the control-plane bench. Lost nodes are tested by deleting them.
@@ -190,19 +179,6 @@ class ControlPlane:
             "current-context": self.context,
         }
         self.kubeconfig.write_text(yaml.safe_dump(config))
-
-    def write_kubeconfig_for(self, path: Path, user: str, cert: Path, key: Path) -> Path:
-        """A kubeconfig for another client of this control plane (a kubelet, kube-proxy)."""
-        config = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": self.context, "cluster": {"server": self.server, "certificate-authority": str(self.pki.ca_cert)}}],
-            "users": [{"name": user, "user": {"client-certificate": str(cert), "client-key": str(key)}}],
-            "contexts": [{"name": self.context, "context": {"cluster": self.context, "user": user}}],
-            "current-context": self.context,
-        }
-        path.write_text(yaml.safe_dump(config))
-        return path
 
     # --- use ---------------------------------------------------------------------------------
     def _ssl(self) -> ssl.SSLContext:

@@ -1,4 +1,4 @@
-"""The load-step app of the single-node cluster (issue 15): a StreamApp in `scaling.mode: load` whose
+"""The load-step app of the kind cluster (issue 15): a StreamApp in `scaling.mode: load` whose
 work per record is a CPU knob, the producer that drives it at a rate that can change while it runs,
 and the exact check of what it wrote. The autoscale bench and the end-to-end load-step test run this
 one app (one place, so both measure the same thing).

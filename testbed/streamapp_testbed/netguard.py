@@ -3,8 +3,8 @@ the run with the process and the address.
 
 Two layers:
 - ``KernelGuard`` (every run that starts processes): an iptables/ip6tables chain in the mangle table,
-  hooked into POSTROUTING (this host's own packets, after kube-proxy's rewrites) and FORWARD (pods on
-  the project's bridge), lets through what goes out on loopback or the project's bridge, and logs and
+  hooked into POSTROUTING (this host's own packets) and FORWARD (the kind node and its pods on the
+  project's bridge), lets through what goes out on loopback or the project's bridge, and logs and
   drops every other new TCP connection and every other UDP datagram. It sees every language (JVMs,
   Go binaries, librdkafka). A reader of the kernel log (/dev/kmsg) names each attempt: the socket is
   still waiting for its dropped SYN, so `ss` finds its process. A datagram dropped on the way out
@@ -39,7 +39,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .leftovers import RUN_VARIABLE
-from .networks import BRIDGE, KIND_BRIDGE, PROJECT_INTERFACES, is_local
+from .networks import KIND_BRIDGE, PROJECT_INTERFACES, is_local
 
 # A socket with this mark (SO_MARK) is the guard's own self-test: only a guard made with probe=True
 # sees it, every other guard lets it pass.
@@ -226,7 +226,7 @@ class KernelGuard:
             return "the network guard needs root (iptables and the kernel log)"
         for tool in ("iptables", "ip6tables", "ss"):
             if shutil.which(tool) is None:
-                return f"the network guard needs {tool} (Debian packages iptables and iproute2; make cluster-deps installs them)"
+                return f"the network guard needs {tool} (Debian packages iptables and iproute2; make images and make kind-image install iptables)"
         if not os.access("/dev/kmsg", os.R_OK):
             return "the network guard needs to read /dev/kmsg"
         return None
@@ -315,7 +315,7 @@ class KernelGuard:
         if key in self._seen:  # a retransmitted SYN, or the next datagram of the same socket
             return
         self._seen.add(key)
-        if fields.get("IN") in (BRIDGE, KIND_BRIDGE):  # forwarded: a pod, or a kind node and its pods
+        if fields.get("IN") == KIND_BRIDGE:  # forwarded: a kind node or its pods
             attempt = Attempt(proto, dst, int(dpt) if dpt else None, src, int(spt) if spt else None,
                               process=f"a pod on {fields['IN']} at {src}", from_pod=True)
         else:
@@ -378,7 +378,7 @@ def report(attempts: list[Attempt], run: str) -> tuple[bool, str]:
     """(passed, the lines to print)."""
     ours, others = verdict(attempts, run)
     lines = [f"network guard: {len(ours)} attempt(s) by this run to reach an address off this machine"
-             f" (allowed: loopback and the project's bridges {BRIDGE}, {KIND_BRIDGE})"]
+             f" (allowed: loopback and the kind cluster's bridge {KIND_BRIDGE})"]
     lines += [f"  {a.describe()}" for a in ours]
     if others:
         lines.append(f"network guard: {len(others)} attempt(s) by processes of other runs or of nobody's (not counted):")

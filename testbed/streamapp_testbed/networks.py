@@ -6,19 +6,16 @@
   fake pod's address that existed on no interface would follow the default route off the machine.
   Each kwok bed takes its own /16 (a random one of 64, so two beds started on one machine rarely
   share addresses) and each fake node a /24 of it.
-- The single-node cluster's bridge `streamapp0` (10.244.0.0/24, node address 10.244.0.1): real pods.
-  Only reachable through that bridge while the cluster is up; the cluster's own iptables rules keep
-  pods on it, and the network guard (netguard.py) drops and reports anything else.
 - The kind cluster's network `kind` (testbed/kind): a Docker network with the fixed bridge
   `streamappkind0` and subnet 10.245.0.0/24 (gateway 10.245.0.1, the host; the nodes take the
   addresses after it). Exists only while a kind cluster is up; its own iptables rule keeps the nodes
-  on it. Its pods (10.246.0.0/24) exist only inside the node, which masquerades what they send; this
-  host reaches them through a route to the node that goes with the bridge.
+  on it, and the network guard (netguard.py) drops and reports anything else. Its pods
+  (10.246.0.0/24) exist only inside the node, which masquerades what they send; this host reaches
+  them through a route to the node that goes with the bridge.
   Its service addresses (10.96.0.0/16) are rewritten inside the node; a packet to one that the
   node's kube-proxy has not rewritten yet (while it starts) is dropped where it enters the host.
-- Service addresses (10.0.0.0/24): virtual; on the real cluster kube-proxy rewrites them to an
-  address on the bridge, and the host routes them to the bridge from the node address (the API server
-  calls the admission webhook's Service); on the kwok bed nothing may connect to them.
+- The kwok bed's service addresses (10.0.0.0/24): virtual, with no kube-proxy to rewrite them:
+  nothing may connect to them.
 """
 
 from __future__ import annotations
@@ -26,10 +23,7 @@ from __future__ import annotations
 import ipaddress
 import random
 
-# the real single-node cluster (node.py)
-BRIDGE = "streamapp0"
-POD_CIDR = "10.244.0.0/24"
-NODE_IP = "10.244.0.1"
+# the kwok bed's API server (kube.py): its service range
 SERVICE_CIDR = "10.0.0.0/24"
 
 # the kind cluster (testbed/kind): its Docker network, bridge and subnet
@@ -43,8 +37,8 @@ KIND_SERVICE_CIDR = "10.96.0.0/16"  # virtual, rewritten by the node's kube-prox
 # kwok's fake pods and nodes: 127.<64..127>.<node>.<pod>
 KWOK_RANGE = ipaddress.ip_network("127.64.0.0/10")
 
-# Interfaces a run may send on: loopback and the project's own bridges.
-PROJECT_INTERFACES = ("lo", BRIDGE, KIND_BRIDGE)
+# Interfaces a run may send on: loopback and the kind cluster's bridge.
+PROJECT_INTERFACES = ("lo", KIND_BRIDGE)
 
 
 def kwok_pod_range(rng: random.Random | None = None) -> ipaddress.IPv4Network:
@@ -67,7 +61,7 @@ def kwok_node_ip(pod_range: ipaddress.IPv4Network) -> str:
 
 def is_local(address: str) -> bool:
     """True for an address that never leaves this machine: loopback, or the subnet of one of the
-    project's bridges (each exists only as that bridge), or the kind pods' behind one."""
+    kind cluster's bridge (it exists only as that bridge), or the kind pods' behind it."""
     try:
         ip = ipaddress.ip_address(address.split("%", 1)[0])
     except ValueError:
@@ -75,4 +69,4 @@ def is_local(address: str) -> bool:
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
         ip = ip.ipv4_mapped
     return ip.is_loopback or ip.is_unspecified or any(
-        ip in ipaddress.ip_network(cidr) for cidr in (POD_CIDR, KIND_SUBNET, KIND_POD_CIDR))
+        ip in ipaddress.ip_network(cidr) for cidr in (KIND_SUBNET, KIND_POD_CIDR))

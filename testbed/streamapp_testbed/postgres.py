@@ -30,7 +30,7 @@ class Postgres:
 
     def __init__(self, workdir: Path, host: str = "127.0.0.1", allow: str | None = None):
         """`host`: the address it listens on; `allow`: a CIDR whose clients may log in with the
-        password too (the single-node cluster's pods)."""
+        password too (the kind network's subnet, whose node masquerades its pods)."""
         self.workdir = workdir
         self.host = host
         self.allow = allow

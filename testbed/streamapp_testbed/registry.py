@@ -28,7 +28,7 @@ class Registry:
     def start(self, timeout: float = 30) -> "Registry":
         binary = cache_dir() / f"registry-{versions()['REGISTRY_VERSION']}" / "bin" / "registry"
         if not binary.exists():
-            raise FileNotFoundError(f"{binary} is missing: run `make cluster-deps` (testbed/build-registry.sh)")
+            raise FileNotFoundError(f"{binary} is missing: run `make registry` (testbed/build-registry.sh)")
         self.workdir.mkdir(parents=True, exist_ok=True)
         config = self.workdir / "config.yml"
         config.write_text(yaml.safe_dump({

@@ -32,8 +32,8 @@ class ObjectStore:
     secret_key = "streamapp-secret"
 
     def __init__(self, workdir: Path, host: str = "127.0.0.1"):
-        """`host`: the address it listens on (the single-node cluster passes its node address so that
-        pods reach it)."""
+        """`host`: the address it listens on (the end-to-end tests pass the kind network's gateway so
+        that pods reach it)."""
         self.workdir = workdir
         self.host = host
         self.ports = {part: free_port() for part in

@@ -1,13 +1,9 @@
-"""The cluster the end-to-end tests run on, chosen by STREAMAPP_E2E_CLUSTER:
+"""The cluster the end-to-end tests run on: the kind cluster of testbed/kind
+(streamapp_testbed.kind_cluster), used and left up when ``make kind-up`` brought it up, else brought
+up and down here; Kafka and Postgres of the test bed run on this machine at the kind network's
+gateway address.
 
-* ``local`` (``make e2e``): the project's real single-node cluster (streamapp_testbed.cluster);
-  one already up (``make cluster-up``) is used and left up, else it is brought up and down here.
-* ``kind`` (``make e2e-kind``): the kind cluster of testbed/kind (streamapp_testbed.kind_cluster),
-  used and left up when ``make kind-up`` brought it up, else brought up and down here; Kafka and
-  Postgres of the test bed run on this machine at the kind network's gateway address.
-
-Without STREAMAPP_E2E_CLUSTER these tests are not collected (`make test`, `make e2e` and
-`make e2e-kind` set it).
+Without STREAMAPP_E2E_CLUSTER=kind these tests are not collected (`make test` and `make e2e` set it).
 
 Session fixtures: the cluster, a real Prometheus (Debian's) scraping it through the chart's
 PodMonitor and ServiceMonitor (streamapp_testkit/e2e_monitors.py) for the whole session, and the
@@ -17,22 +13,16 @@ operator installed by its Helm chart.
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 import yaml
 
-from streamapp_testbed.cluster_client import ClusterClient, check_kubeconfig
+from streamapp_testbed.cluster_client import ClusterClient
 
-MODE = os.environ.get("STREAMAPP_E2E_CLUSTER", "")
-if MODE not in ("local", "kind"):
+if os.environ.get("STREAMAPP_E2E_CLUSTER", "") != "kind":
     collect_ignore_glob = ["test_*.py"]
-
-REPO = Path(__file__).resolve().parents[2]
-CONTEXTS = {"local": "streamapp-cluster"}
 
 
 @dataclass
@@ -40,7 +30,6 @@ class E2ECluster(ClusterClient):
     """kubectl, helm and the chart (streamapp_testbed.cluster_client), and where the cluster's Kafka
     and Postgres listen."""
 
-    mode: str = "local"
     kafka_bootstrap: str = ""
     postgres_dsn: str = ""
     node_ip: str = ""
@@ -49,43 +38,20 @@ class E2ECluster(ClusterClient):
 
     def volume_dir(self, name: str) -> str:
         """A directory on the node for a hostPath PersistentVolume, writable by the runtime's user."""
+        from streamapp_testbed import kind_cluster
+
         path = f"/var/tmp/streamapp-e2e/{name}"
         self.volume_dirs.append(path)
-        if self.mode == "local":
-            Path(path).mkdir(parents=True, exist_ok=True)
-            os.chmod(path, 0o777)
-        else:
-            from streamapp_testbed import kind_cluster
-
-            kind_cluster.node_dir(path)
-        return path
+        return kind_cluster.node_dir(path)
 
 
 @pytest.fixture(scope="session")
 def e2e_cluster(tmp_path_factory) -> Iterator[E2ECluster]:
-    if MODE == "local":
-        from streamapp_testbed import cluster
-
-        started = cluster.live_state() is None
-        state = cluster.up()
-        try:
-            kubeconfig = Path(state["kubeconfig"])
-            check_kubeconfig(kubeconfig, CONTEXTS[MODE])
-            e2e = E2ECluster(kubeconfig, CONTEXTS[MODE], mode=MODE, kafka_bootstrap=state["kafka_bootstrap"],
-                             postgres_dsn=state["postgres_dsn"], node_ip=state["node_ip"], discarded_after=started)
-            yield e2e
-        finally:
-            if "e2e" in locals():
-                for path in e2e.volume_dirs:
-                    shutil.rmtree(path, ignore_errors=True)
-            if started:
-                cluster.down()
-        return
-    # kind: testbed/kind's cluster, Kafka and Postgres on this host at the kind network's gateway.
+    """testbed/kind's cluster, Kafka and Postgres on this host at the kind network's gateway."""
     from streamapp_testbed import kind_cluster
 
     with kind_cluster.bed(tmp_path_factory.mktemp("kind-bed")) as bed:
-        e2e = E2ECluster(bed.client.kubeconfig, bed.client.context, mode=MODE, kafka_bootstrap=bed.kafka_bootstrap,
+        e2e = E2ECluster(bed.client.kubeconfig, bed.client.context, kafka_bootstrap=bed.kafka_bootstrap,
                          postgres_dsn=bed.postgres_dsn, node_ip=bed.host, discarded_after=bed.created)
         try:
             yield e2e
@@ -141,7 +107,7 @@ def operator(e2e_cluster, prometheus, cluster_object_store):
     c.install_operator(NS, c.kafka_bootstrap, c.postgres_dsn, values={"operator.scaleDebounce": "5", "operator.resync": "10"},
                        app_ports=(s3_port,))
     yield c
-    if c.discarded_after:  # cluster.down() ends every pod and process, and the next up starts afresh
+    if c.discarded_after:  # the bed takes the cluster down with every pod in it
         return
     c.uninstall_operator(NS)
     c.kubectl("delete", "pv", f"streamapp-e2e-{RUN}", "--wait=false", check=False)

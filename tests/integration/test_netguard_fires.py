@@ -43,9 +43,10 @@ def _chains(tool: str, table: str) -> str:
     return subprocess.run([tool, "-w", "-t", table, "-S"], capture_output=True, text=True, check=True).stdout
 
 
-# alone: run beside the single-node cluster (make test's lane 2), the probe's guard counted 1 of its 3
-# attempts though all 3 were dropped (timed out); the cluster's own iptables rules (kubelet, kube-proxy)
-# are the likely cause, not yet pinned down.
+# alone: run beside the hand-built cluster that kind has since replaced (then make test's lane 2), the
+# probe's guard counted 1 of its 3 attempts though all 3 were dropped (timed out); that cluster's own
+# iptables rules (kubelet, kube-proxy on this host) were the likely cause, never pinned down. Beside
+# kind (lane 2 now) it has not been tried: it stays alone.
 @pytest.mark.alone
 def test_the_guard_stops_names_and_counts_a_process_that_tries_to_leave(tmp_path):
     script = tmp_path / "netguard_probe.py"

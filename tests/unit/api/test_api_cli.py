@@ -214,12 +214,10 @@ def test_demo_help_starts_nothing(capsys):
 def test_test_bed_commands_print_the_versions_of_their_parts(capsys):
     """The test bed knows none of the product (import contracts): its --version names what it runs."""
     from streamapp_testbed.__main__ import main as bed_main
-    from streamapp_testbed.cluster import main as cluster_main
     from streamapp_testbed.paths import versions
 
-    for main in (bed_main, cluster_main):
-        with pytest.raises(SystemExit) as exit_:
-            main(["--version"])
-        assert exit_.value.code == 0
-        out = " ".join(capsys.readouterr().out.split())  # argparse wraps long version lines
-        assert f"kafka {versions()['KAFKA_VERSION']}" in out and f"spark {versions()['SPARK_VERSION']}" in out
+    with pytest.raises(SystemExit) as exit_:
+        bed_main(["--version"])
+    assert exit_.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())  # argparse wraps long version lines
+    assert f"kafka {versions()['KAFKA_VERSION']}" in out and f"spark {versions()['SPARK_VERSION']}" in out

@@ -65,14 +65,14 @@ def test_the_report_names_the_process_and_the_address():
 def test_the_kernel_rules_let_loopback_and_the_bridge_pass_and_log_before_they_drop():
     guard = netguard.KernelGuard(RUN)
     rules = [" ".join(r) for r in guard.rules()]
-    assert rules[:3] == ["-o lo -j RETURN", f"-o {networks.BRIDGE} -j RETURN", f"-o {networks.KIND_BRIDGE} -j RETURN"]
-    assert rules[3] == f"-m mark --mark {netguard.PROBE_MARK} -j RETURN", "the self-test's packets are the probe guard's"
+    assert rules[:2] == ["-o lo -j RETURN", f"-o {networks.KIND_BRIDGE} -j RETURN"]
+    assert rules[2] == f"-m mark --mark {netguard.PROBE_MARK} -j RETURN", "the self-test's packets are the probe guard's"
     logs = [i for i, r in enumerate(rules) if "-j LOG" in r]
     drops = [i for i, r in enumerate(rules) if r.endswith("-j DROP")]
     assert len(logs) == len(drops) == 2 and max(logs) < min(drops)
     assert any("-p tcp --syn" in r for r in rules) and any("-p udp" in r for r in rules)
     probe = [" ".join(r) for r in netguard.KernelGuard(RUN, probe=True).rules()]
-    assert probe[3] == f"-m mark ! --mark {netguard.PROBE_MARK} -j RETURN"
+    assert probe[2] == f"-m mark ! --mark {netguard.PROBE_MARK} -j RETURN"
     nat = [" ".join(r) for r in guard.nat_rules(4567)]
     assert nat[-1] == "-p udp -j REDIRECT --to-ports 4567" and "-j LOG" in nat[-2]
 
@@ -90,7 +90,7 @@ def test_the_audit_guard_refuses_and_records_a_connection_off_the_machine():
 
 
 @pytest.mark.parametrize("address, local", [
-    ("127.0.0.1", True), ("127.77.3.4", True), ("::1", True), ("10.244.0.17", True), ("0.0.0.0", True),
+    ("127.0.0.1", True), ("127.77.3.4", True), ("::1", True), ("10.244.0.17", False), ("0.0.0.0", True),
     ("10.245.0.2", True), ("10.246.0.9", True), ("10.244.1.5", False), ("10.245.1.2", False), ("10.0.0.1", False),
     ("192.0.2.2", False), ("10.255.255.53", False), ("fd00::1", False),
     ("not-an-address", False),
@@ -108,7 +108,8 @@ def test_kwok_pod_and_node_addresses_are_loopback_and_disjoint_per_node():
         assert len({c for c in cidrs}) == 3
         node_ip = ipaddress.ip_address(networks.kwok_node_ip(pod_range))
         assert node_ip in pod_range and not any(node_ip in c for c in cidrs)
-    assert not ipaddress.ip_network(networks.POD_CIDR).overlaps(networks.KWOK_RANGE)
+    assert not any(ipaddress.ip_network(cidr).overlaps(networks.KWOK_RANGE)
+                   for cidr in (networks.KIND_SUBNET, networks.KIND_POD_CIDR))
     with pytest.raises(ValueError):
         networks.kwok_node_cidr(networks.kwok_pod_range(), 254)
 
