@@ -22,7 +22,7 @@ help:
 	@echo "make unit        only the unit tests: needs the Python venv and a JDK (no test bed, no builds)"
 	@echo "make testbed-up  start the test bed and keep it running until Ctrl-C"
 	@echo "make crds        regenerate crds/streamapp.io_streamapps.yaml from the API models"
-	@echo "make images      build the operator, runtime and pause images (Debian's docker.io, started if absent)"
+	@echo "make images      build the operator and runtime images (Debian's docker.io, started if absent)"
 	@echo "make push REGISTRY=host[:port][/path]  tag both images under REGISTRY and push them"
 	@echo "make kind-up     a kind cluster built here (no image pulled); make kind-smoke proves it, kind-down deletes it"
 	@echo "make e2e         the end-to-end tests on that kind cluster (brought up and down unless kind-up left it up)"

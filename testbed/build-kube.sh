@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # Builds the Kubernetes control plane (kube-apiserver, -controller-manager, -scheduler, kubectl), etcd
 # and kwok from the Go module proxy into $CACHE/kube-$KUBE_VERSION-kwok-$KWOK_VERSION/bin.
-# `build-kube.sh node` builds the node binaries (kubelet, kube-proxy) into the same folder, for the
-# real single-node cluster (testbed/cluster); `make deps` does not need them. `build-kube.sh kind`
-# builds those and kubeadm, for the kind node image (testbed/kind).
-# Idempotent: each finished build leaves its own stamp file (.complete, .node-complete, .kind-complete).
+# `build-kube.sh kind` builds the node binaries (kubelet, kube-proxy, kubeadm) into the same folder,
+# for the kind node image (testbed/kind); `make deps` does not need them.
+# Idempotent: each finished build leaves its own stamp file (.complete, .kind-complete).
 #
 # k8s.io/kubernetes cannot be `go install`ed: its go.mod replaces every k8s.io/* staging module with a
 # directory inside the repository. A small wrapper module requires k8s.io/kubernetes and replaces each
@@ -19,9 +18,8 @@ mode=${1:-control-plane}
 out=$CACHE/kube-$KUBE_VERSION-kwok-$KWOK_VERSION
 case $mode in
   control-plane) stamp=$out/.complete ;;
-  node) stamp=$out/.node-complete ;;
   kind) stamp=$out/.kind-complete ;;
-  *) echo "usage: $0 [node|kind]" >&2; exit 2 ;;
+  *) echo "usage: $0 [kind]" >&2; exit 2 ;;
 esac
 if [[ -f $stamp ]]; then
   exit 0
@@ -83,10 +81,10 @@ build() {  # build <binary name> <package>
     echo ">> built $1 in $((SECONDS - t0))s"
   fi
 }
-if [[ $mode == node || $mode == kind ]]; then
+if [[ $mode == kind ]]; then
   build kubelet k8s.io/kubernetes/cmd/kubelet
   build kube-proxy k8s.io/kubernetes/cmd/kube-proxy
-  [[ $mode == kind ]] && build kubeadm k8s.io/kubernetes/cmd/kubeadm
+  build kubeadm k8s.io/kubernetes/cmd/kubeadm
   "$out/bin/kubelet" --version
   touch "$stamp"
   exit 0

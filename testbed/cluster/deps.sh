@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Debian packages the images and the single-node cluster need: Debian's Docker engine (docker.io),
-# containerd and runc (the cluster's runtime), the CNI bridge and host-local plugins, iptables and
-# conntrack for kube-proxy, debootstrap for the local base image. Idempotent.
+# Debian packages the images and the kind cluster need: Debian's Docker engine (docker.io, which
+# brings containerd), runc (testbed/kind/kind-runc runs /usr/bin/runc), iptables (the kind network's
+# rules in testbed/kind/kind.sh, and the network guard), debootstrap for the local base image and
+# the kind node's root file system. Idempotent.
 set -euo pipefail
 CACHE=${CACHE:?}
-packages=(docker.io containerd runc containernetworking-plugins iptables conntrack debootstrap)
+packages=(docker.io runc iptables debootstrap)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

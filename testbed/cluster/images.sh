@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the project's images with Docker (run it through docker.sh): a Debian bookworm base made
-# by debootstrap from Debian's archive (or BASE_IMAGE), the pause image from a static Go binary,
-# and the operator and runtime targets of the top-level Dockerfile. Saves each as a tar under
-# $CACHE/images/out for `ctr images import` (re-saved only when the image changed).
+# by debootstrap from Debian's archive (or BASE_IMAGE), and the operator and runtime targets of the
+# top-level Dockerfile. Saves each as a tar under $CACHE/images/out for `kind load image-archive`
+# (re-saved only when the image changed).
 # Nothing is pulled: inside the build, pip reads PyPI and Maven reads Maven Central.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -60,19 +60,8 @@ build runtime "streamapp/runtime:$TAG"
 "$DOCKER" image ls --format '{{.Repository}}:{{.Tag}}' 'streamapp/*' \
   | grep -vxF -e "streamapp/operator:$TAG" -e "streamapp/runtime:$TAG" | xargs -r "$DOCKER" rmi -f >>"$log" 2>&1 || true
 
-# --- pause: a static binary in an otherwise empty image.
-pause_dir=$images/pause; mkdir -p "$pause_dir"
-if [[ ! -x $pause_dir/pause ]] || [[ $here/image/pause.go -nt $pause_dir/pause ]]; then
-  step "go build pause"
-  (cd "$here/image" && CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-mod=mod GOCACHE=$CACHE/go/build \
-    go build -trimpath -ldflags '-s -w' -o "$pause_dir/pause" .)
-fi
-printf 'FROM scratch\nCOPY pause /pause\nUSER 65535:65535\nENTRYPOINT ["/pause"]\n' >"$pause_dir/Dockerfile"
-PAUSE_IMAGE=streamapp.local/pause:3.10
-timed env DOCKER_BUILDKIT=1 "$DOCKER" build -t "$PAUSE_IMAGE" "$pause_dir"
-
-# --- tars for containerd, re-saved only when the image id changed.
-for tag in "$PAUSE_IMAGE" "streamapp/operator:$TAG" "streamapp/runtime:$TAG"; do
+# --- tars for the kind node's containerd, re-saved only when the image id changed.
+for tag in "streamapp/operator:$TAG" "streamapp/runtime:$TAG"; do
   name=$(basename "${tag%%:*}")
   id=$("$DOCKER" image inspect -f '{{.Id}}' "$tag")
   if [[ $(cat "$out/$name.id" 2>/dev/null) != "$id $tag" ]]; then  # the tar names its tag too

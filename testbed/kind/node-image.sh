@@ -10,7 +10,7 @@
 #   project's pause; the local-path-provisioner (the default StorageClass) and its helper;
 # - a static CNI configuration (ptp), as kindnetd is not on the Go module proxy: the cluster is made
 #   with disableDefaultCNI (kind.yaml).
-# No CoreDNS: the project's own cluster has no cluster DNS either (streamapp_testbed/node.py); kind.yaml
+# No CoreDNS: nothing in a StreamApp's pods resolves a name, and no image can be pulled; kind.yaml
 # skips kubeadm's addon/coredns phase. Rebuilds only what changed (the folders are named after the
 # versions; each image is rebuilt when its inputs' checksum changed).
 source "$(dirname "$0")/common.sh"

@@ -1,4 +1,4 @@
-// The pod sandbox ("pause") process of the single-node cluster: holds the pod's namespaces, reaps
+// The pod sandbox ("pause") process of the kind node (testbed/kind/node-image.sh): holds the pod's namespaces, reaps
 // orphans when it is PID 1, exits on SIGINT or SIGTERM. Built here because no image can be pulled.
 package main
 
