@@ -72,8 +72,22 @@ class Shell:
         with self.log.open("a") as log:
             log.write(result.stdout)
         sys.stdout.write(f"$ {code}\n{result.stdout}")
-        assert result.returncode == 0, f"the README's block exited {result.returncode}:\n{code}\n--- output:\n{result.stdout[-4000:]}"
+        if result.returncode != 0:
+            pytest.fail(f"the README's block exited {result.returncode}:\n{code}\n--- output:\n{result.stdout[-4000:]}"
+                        f"\n--- the cluster then:\n{self.diagnosis()}")
         return result.stdout
+
+    def diagnosis(self) -> str:
+        """What a user would look at next: the app's status and events, the pods, the driver's last words."""
+        commands = ["kubectl -n apps describe sapp", "kubectl get pods -A -o wide",
+                    "kubectl -n apps logs word-count-driver --tail=60", "kubectl -n streamapp-system logs "
+                    "-l app.kubernetes.io/name=streamapp-operator --tail=30 --prefix"]
+        out = []
+        for command in commands:
+            done = subprocess.run(["bash", "-c", command], cwd=REPO_DIR, env=self.env, text=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
+            out.append(f"$ {command}\n{done.stdout[-6000:]}")
+        return "\n".join(out)
 
     def set(self, name: str, value: str) -> None:
         with self.vars.open("a") as f:
