@@ -60,7 +60,7 @@ test: deps images kind-image registry
 	    $(PYTHON) -m pytest -m "not alone" tests/operator $(LANE2_SUITE) --junitxml=$$logs/junit-$$run-operator.xml $(PYTEST_ARGS) || s=$$?; \
 	    return $$s; }; \
 	  if [ "$(TEST_LANES)" = 2 ]; then \
-	    echo ">> lane 2 (end-to-end, then operator tests $(LANE2_SUITE)) runs alongside; its output: $$logs/lane2-$$run.log, printed after lane 1"; \
+	    echo ">> lane 2 (end-to-end, the README quickstart, then operator tests $(LANE2_SUITE)) runs alongside; its output: $$logs/lane2-$$run.log, printed after lane 1"; \
 	    lane2 >"$$logs/lane2-$$run.log" 2>&1 & lane2_pid=$$!; \
 	    lane1 || status=$$?; \
 	    wait $$lane2_pid || status=$$?; echo ">> lane 2:"; cat "$$logs/lane2-$$run.log"; \
