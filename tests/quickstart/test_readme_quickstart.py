@@ -151,9 +151,12 @@ def counts(out: str) -> dict[str, int]:
 
 def what_stays(shell: Shell) -> None:
     """After the README's uninstall: the CRD and the claim (the README shows both), and nothing of the
-    operator or the app (what garbage collection removes after the app's deletion may take seconds)."""
+    operator (its namespace is gone) or the app (what garbage collection removes after the app's
+    deletion may take seconds)."""
+    namespaces = shell.run("kubectl get namespaces -o name")
+    assert "namespace/streamapp-system" not in namespaces.split(), namespaces
     kinds = "all,configmaps,secrets,serviceaccounts,roles,rolebindings,leases,networkpolicies,poddisruptionbudgets"
-    listing = (f"kubectl get {kinds} -n streamapp-system -o name; kubectl get {kinds},pvc -n apps -o name; "
+    listing = (f"kubectl get {kinds},pvc -n apps -o name; "
                "kubectl get clusterroles,clusterrolebindings,validatingwebhookconfigurations,"
                "mutatingwebhookconfigurations,crds -o name | grep -i streamapp || true")
     expected = ["customresourcedefinition.apiextensions.k8s.io/streamapps.streamapp.io",
