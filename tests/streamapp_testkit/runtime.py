@@ -76,6 +76,18 @@ def consume(bootstrap: str, topic: str, expect: int | None = None, timeout: floa
     return out
 
 
+def read_to_end(bootstrap: str, topic: str, isolation: str = "read_committed", timeout: float = 120) -> list:
+    """Every record of ``topic`` as (key, value, headers), values and keys as text, read from the start
+    up to the end it has once the writers are done (a transaction a killed writer left open holds
+    read_committed readers back until it is fenced or times out: they wait, they do not stop)."""
+    def decode(b):
+        return b.decode() if b is not None else None
+
+    return [(decode(msg.key()), decode(msg.value()), dict(msg.headers() or []))
+            for msg in read_topic(bootstrap, topic, idle=None, timeout=timeout, to_end=True,
+                                  config={"isolation.level": isolation})]
+
+
 def closed_click_windows(events) -> dict:
     """click-sessions computed in plain Python: (session_id, uuid, minute) -> (clicks, page_views,
     time_spent) for every 1-minute window the 30 s watermark has closed."""

@@ -396,7 +396,7 @@ def test_checkpoint_files_take_paths_and_file_uris_and_name_what_they_cannot_rea
     assert checkpoint_files.names(root) == ["streamapp.json"] and checkpoint_files.names(root + "/none") == []
     assert checkpoint_files.read_text(root + "/missing.json") is None
     # Another scheme is not read with the os module (names/read_text/write_text go through Spark's
-    # Hadoop FileSystem for it, tested on the test bed's S3 server: test_restart, test_kafka_exactly_once).
+    # Hadoop FileSystem for it, tested on the test bed's S3 server: test_restart).
     with pytest.raises(checkpoint_files.UnsupportedLocation, match=r"'s3a://bucket/app/gen-0/commits' is not a local"):
         checkpoint_files.local_path("s3a://bucket/app/gen-0/commits")
 
