@@ -193,8 +193,9 @@ def db_writes(run: engines.Run, total: int, dsn: str, timeout: float) -> dict:
         code = proc.proc.returncode if proc.proc else None
     finally:
         _stop(proc)
-    with psycopg.connect(dsn) as conn:
-        batches, upserts = conn.execute("SELECT count(*), coalesce(sum(rows), 0) FROM streamapp_batches").fetchone()
+    with psycopg.connect(dsn) as conn:  # the ledger of this run's query alone: the database may hold others'
+        batches, upserts = conn.execute("SELECT count(*), coalesce(sum(rows), 0) FROM streamapp_batches WHERE query = %s",
+                                        (engines.runtime_query(run, "postgres"),)).fetchone()
         stored, covered = conn.execute("SELECT count(*), coalesce(sum(clicks + page_views), 0) FROM session_stats").fetchone()
     out = {"exit_code": code, "wall_seconds": round(wall, 1), "events": total, "rows_upserted": int(upserts),
            "partition_commits": int(batches), "rows_stored": int(stored), "events_in_closed_windows": int(covered),

@@ -83,11 +83,12 @@ def runtime(run: Run, available_now: bool = False, dead_letters: bool = True,
     return ManagedProcess("runtime", argv, run.workdir / "runtime.log", env=env).start()
 
 
-def runtime_query(run: Run) -> str:
-    """The name of the runtime's query writing the Kafka sink (the one the bench measures)."""
+def runtime_query(run: Run, sink: str = "kafka") -> str:
+    """The name of the runtime's query writing its Kafka sink (the one the bench measures), or its
+    sink of another kind (`postgres`: the DB-write run's)."""
     from streamapp_api import load
 
-    return load(manifest(run, "bench")).spec.sinks[0].query_name
+    return next(s.query_name for s in load(manifest(run, "bench")).spec.sinks if getattr(s, sink) is not None)
 
 
 def handwritten(run: Run, spark_defaults: bool = False) -> ManagedProcess:
