@@ -17,7 +17,9 @@ KUBE_DIR=$CACHE/kube-$KUBE_VERSION-kwok-$KWOK_VERSION
 # Everything the node image is made of; a new version of any part is a new folder.
 NODE_DIR=$CACHE/kind-node-$KUBE_VERSION-kind-$KIND_VERSION-lpp-$LOCAL_PATH_PROVISIONER_VERSION
 ROOTFS_DIR=$CACHE/kind-rootfs-bookworm
-NODE_IMAGE=streamapp.local/kind-node:$KUBE_VERSION
+# KIND_NODE_IMAGE (e.g. kindest/node:v1.34.0): kind's official node image, pulled by kind, on a
+# machine whose Docker reaches a registry; unset, the project's own (node-image.sh).
+NODE_IMAGE=${KIND_NODE_IMAGE:-streamapp.local/kind-node:$KUBE_VERSION}
 CLUSTER_NAME=${KIND_CLUSTER_NAME:-streamapp}
 
 # The network the nodes live on: a fixed name, subnet and bridge (networks.py, which the network

@@ -19,10 +19,14 @@ gobuild() {  # gobuild <folder> <module@version>: `go install` into <folder>/bin
   step "  done in $((SECONDS - t0))s"
 }
 gobuild "$CACHE/kind-$KIND_VERSION" "sigs.k8s.io/kind@$KIND_VERSION"
-gobuild "$LPP_DIR" "github.com/rancher/local-path-provisioner@$LOCAL_PATH_PROVISIONER_VERSION"
-gobuild "$CACHE/cri-tools-$CRICTL_VERSION" "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION"
+modes=(control-plane)
+if [[ -z ${KIND_NODE_IMAGE:-} ]]; then  # the node image is assembled here: its parts too
+  gobuild "$LPP_DIR" "github.com/rancher/local-path-provisioner@$LOCAL_PATH_PROVISIONER_VERSION"
+  gobuild "$CACHE/cri-tools-$CRICTL_VERSION" "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION"
+  modes+=(kind)
+fi
 
-for mode in control-plane kind; do  # each returns at once when its stamp is there
+for mode in "${modes[@]}"; do  # each returns at once when its stamp is there
   t0=$SECONDS
   bash "$testbed/build-kube.sh" "$mode" >"$CACHE/logs/kube-build-$mode.log" 2>&1 \
     || { tail -n 30 "$CACHE/logs/kube-build-$mode.log"; exit 1; }

@@ -2,8 +2,8 @@
 # `kind.sh image|up|down|status`: a kind cluster on this machine, from the project's own builds
 # (make kind-up / kind-down). Nothing is pulled: install.sh fetched everything from Debian's archive
 # and the Go module proxy; node-image.sh assembles the node image.
-#   image  install.sh, our Docker engine (dockerd.sh), node-image.sh; stops the engine again
-#          unless a cluster is up
+#   image  install.sh, our Docker engine (dockerd.sh), node-image.sh (not with KIND_NODE_IMAGE,
+#          kind's official image); stops the engine again unless a cluster is up
 #   up     image, then the network and `kind create cluster`; prints the kubeconfig path
 #   down   `kind delete cluster`, the network, the guard rules, the sysctl; stops the engine
 #   load <tar>...  `kind load image-archive` into the node (e.g. $CACHE/images/out/runtime.tar)
@@ -30,7 +30,11 @@ cluster_exists() { "$KIND_BIN" get clusters 2>/dev/null | grep -qx "$CLUSTER_NAM
 image() {
   timed "install" bash "$kind_here/install.sh"
   bash "$kind_here/dockerd.sh" start
-  timed "node image" bash "$kind_here/node-image.sh"
+  if [[ -n ${KIND_NODE_IMAGE:-} ]]; then
+    step "node image $NODE_IMAGE: kind's, pulled by kind create cluster"
+  else
+    timed "node image" bash "$kind_here/node-image.sh"
+  fi
 }
 
 config() {  # the cluster's kind configuration
@@ -40,8 +44,9 @@ apiVersion: kind.x-k8s.io/v1alpha4
 networking:
   ipFamily: ipv4
   apiServerAddress: 127.0.0.1
-  # kindnetd is not on the Go module proxy: the node image has a static ptp configuration instead.
-  disableDefaultCNI: true
+  # kindnetd is not on the Go module proxy: our node image has a static ptp configuration instead
+  # (kind's own image, KIND_NODE_IMAGE, brings kindnetd).
+  disableDefaultCNI: $([[ -n ${KIND_NODE_IMAGE:-} ]] && echo false || echo true)
   podSubnet: $KIND_POD_CIDR
   serviceSubnet: $KIND_SERVICE_CIDR
   # nft only in kube-proxy: no choice between iptables' legacy and nft back ends in the node.

@@ -42,3 +42,18 @@ def test_the_control_planes_cpu_requests_are_patched_away(config):
     directory = _patch(config, "InitConfiguration")["patches"]["directory"]
     mounts = config["nodes"][0]["extraMounts"]
     assert [m["containerPath"] for m in mounts] == [directory]
+
+
+def _config(tmp_path, **env) -> dict:
+    env = {**{k: v for k, v in os.environ.items() if k != "KIND_NODE_IMAGE"}, "CACHE": str(tmp_path), **env}
+    return yaml.safe_load(subprocess.run(["bash", str(KIND_SH), "config"], env=env, capture_output=True, text=True,
+                                         check=True).stdout)
+
+
+def test_kinds_own_node_image_keeps_its_network_plugin_and_everything_else(tmp_path):
+    """KIND_NODE_IMAGE (a machine whose Docker reaches a registry): kind's image brings kindnetd; ours
+    has a static configuration in its place. The rest of the cluster is the same."""
+    ours, kinds = _config(tmp_path), _config(tmp_path, KIND_NODE_IMAGE="kindest/node:v1.34.0")
+    assert ours["networking"].pop("disableDefaultCNI") is True
+    assert kinds["networking"].pop("disableDefaultCNI") is False
+    assert ours == kinds
