@@ -271,6 +271,7 @@ def _status(obs: Observed, app: StreamApp, change: Change, driver: DriverOutcome
     progress = progress or Cond("Progressing", False, "Stable" if phase in ("Running", "Suspended") else phase)
     degraded = degraded or Cond("Degraded", False, "AsExpected")
     running = obs.driver.pod.state == "running" and driver.driver_pod is not None
+    scaling_cond, pending = scaling_condition(obs.executor_pods, desired or obs.driver.executors, running)
     message = ready.message or ready.reason
     if spec_valid.status is False:
         message = f"change refused: {spec_valid.message}"
@@ -278,9 +279,10 @@ def _status(obs: Observed, app: StreamApp, change: Change, driver: DriverOutcome
         message = degraded.message
     elif phase == "Running":
         message = f"driver running with {_executors(obs)} executors"
-    reason = _reason(spec_valid, ready, degraded)
+        if pending:  # not a fault (a node autoscaler may be adding a node), but nothing runs on them yet
+            message = f"{message}; {scaling_cond.message}"
+    reason = _reason(spec_valid, ready, degraded) or (scaling_cond.reason if pending and phase == "Running" else None)
     sinks = _sinks(obs.progress)
-    scaling_cond, pending = scaling_condition(obs.executor_pods, desired or obs.driver.executors, running)
     scaling = scaling or obs.status.get("scaling")
     last_rescale = driver.last_rescale or (obs.status.get("scaling") or {}).get("lastRescale")
     if scaling is not None:

@@ -46,12 +46,18 @@ def test_a_ready_driver_with_executors_waiting_for_a_node_is_scaling_not_degrade
     obs = replace(world(executors=4), executor_pods=ExecutorPods(pending=3, why=SAID, unschedulable=3))
     p = plan(obs, SETTINGS, Memory(), T0)
     assert cond(p.status, "Scaling") == ("True", "ExecutorsPending")
-    assert cond(p.status, "Degraded") == ("False", "AsExpected") and "reason" not in p.status
+    assert cond(p.status, "Degraded") == ("False", "AsExpected")
+    # kubectl get sapp says it: REASON, and MESSAGE with the scheduler's words (nothing runs on them yet)
+    assert p.status["reason"] == "ExecutorsPending" and p.status["phase"] == "Running"
+    assert p.status["message"].startswith("driver running with 4 executors; 3 executor pods of ")
+    assert "wait for room on a node" in p.status["message"]
+    assert "Insufficient cpu" in p.status["message"]
     assert p.status["scaling"]["pendingExecutors"] == 3
     assert p.requeue is not None and p.requeue.total_seconds() <= 10  # looked at again soon
     # the node came: the condition turns False and the count goes
     placed = plan(replace(obs, status=p.status, executor_pods=ExecutorPods()), SETTINGS, Memory(), T0)
     assert cond(placed.status, "Scaling") == ("False", "ExecutorsScheduled")
+    assert "reason" not in placed.status and placed.status["message"] == "driver running with 4 executors"
     assert "pendingExecutors" not in placed.status["scaling"]
 
 
