@@ -136,7 +136,9 @@ def test_executors_that_do_not_fit_get_nodes_and_idle_nodes_go_but_the_drivers_s
             timeout=45)
         assert pending["status"] == "True"
         assert "Insufficient cpu" in pending["message"]
-        assert cluster.status("app")["scaling"]["pendingExecutors"] == 2
+        status = wait_for("REASON ExecutorsPending", lambda: (s := cluster.status("app")).get("reason") == "ExecutorsPending"
+                          and s, timeout=30)  # what kubectl get sapp shows: REASON, and MESSAGE with the scheduler's words
+        assert status["scaling"]["pendingExecutors"] == 2 and "wait for room on a node" in status["message"]
         assert cluster.condition("app", "Degraded")["status"] == "False"
         assert len(executors.running()) == 2 and len(karpenter.nodes(pool)) == 1
 
@@ -148,6 +150,7 @@ def test_executors_that_do_not_fit_get_nodes_and_idle_nodes_go_but_the_drivers_s
         assert {n["metadata"]["name"] for n in karpenter.nodes(pool)} == {driver_node, *new_nodes}
         placed = wait_for("Scaling False", lambda: (
             (c := cluster.condition("app", "Scaling")).get("reason") == "ExecutorsScheduled" and c), timeout=30)
+        wait_for("REASON gone", lambda: "reason" not in cluster.status("app"), timeout=30)
         assert placed["status"] == "False" and "pendingExecutors" not in cluster.status("app")["scaling"]
         scaled_up = time.monotonic()
 
