@@ -149,7 +149,8 @@ def test_an_update_is_judged_by_its_spec(admission):
     admission.checked.kubectl("annotate", "streamapp", "updated", "team=streaming")
     admission.checked.kubectl("patch", "streamapp", "updated", "--type=merge", "-p",
                               json.dumps({"spec": {"sparkConf": {"spark.sql.session.timeZone": "UTC"}}}))
-    assert admission.checked.app("updated")["spec"]["sparkConf"] == {"spark.sql.session.timeZone": "UTC"}
+    assert admission.checked.app("updated")["spec"]["sparkConf"] == {**app["spec"].get("sparkConf", {}),
+                                                                    "spark.sql.session.timeZone": "UTC"}
 
 
 def test_an_app_that_slipped_past_admission_is_marked_invalid_by_the_operator(admission):
