@@ -126,8 +126,11 @@ def test_deployment_probes_security_and_flags():
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert f"--liveness=http://0.0.0.0:{ports['health']}/healthz" in container["args"]
     assert f"--metrics-port={ports['metrics']}" in container["args"]
-    for probe in ("livenessProbe", "readinessProbe"):
-        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    # Ready (an endpoint of the webhook Service) once the webhook listens, not when kopf is up
+    assert container["readinessProbe"]["tcpSocket"] == {"port": "webhook"} and "webhook" in ports
+    without = one(render("webhook.enabled=false"), "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    assert without["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert container["securityContext"]["allowPrivilegeEscalation"] is False
