@@ -127,6 +127,8 @@ def test_the_readme_quickstart_runs_as_written_on_kind(tmp_path):
             created = created or "kind create cluster" in code
             if "streamapp consume" in code:
                 assert counts(out) == {"to": 2, "be": 2, "or": 1, "not": 1}, out
+            if "helm install" in code:
+                every_example_applies(shell)
             if "kubectl -n apps get sapp" in code:
                 assert re.search(r"^word-count\s+Running\b", out, flags=re.M), out
         created = False  # the README's last block deleted it
@@ -135,6 +137,15 @@ def test_the_readme_quickstart_runs_as_written_on_kind(tmp_path):
         if created:
             subprocess.run([str(REPO_DIR / "testbed" / "quickstart" / "kind"), "delete", "cluster"], env=env)
     assert not kind_clusters({**env, "CACHE": str(cache_dir())})
+
+
+def every_example_applies(shell: Shell) -> None:
+    """Each example in examples/ passes the API server's schema and the operator's webhook as the
+    operator installed by the README runs them (`--dry-run=server`: checked, not created). What one
+    needs beyond the default StorageClass and Kafka, its header says (tests/unit/api/test_api_manifests.py)."""
+    out = shell.run("for f in examples/*.yaml; do kubectl -n apps apply --dry-run=server -f \"$f\"; done")
+    created = sorted(re.findall(r"^streamapp\.streamapp\.io/(\S+) created \(server dry run\)$", out, flags=re.M))
+    assert created == sorted(p.stem for p in (REPO_DIR / "examples").glob("*.yaml")), out
 
 
 def counts(out: str) -> dict[str, int]:
