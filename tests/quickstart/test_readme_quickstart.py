@@ -123,8 +123,8 @@ def test_the_readme_quickstart_runs_as_written_on_kind(tmp_path):
                 continue
             if code.strip() == "kind delete cluster":
                 what_stays(shell)
+            created = created or "kind create cluster" in code  # taken down below even if the block fails
             out = shell.run(code)
-            created = created or "kind create cluster" in code
             if "streamapp consume" in code:
                 assert counts(out) == {"to": 2, "be": 2, "or": 1, "not": 1}, out
             if "helm install" in code:
