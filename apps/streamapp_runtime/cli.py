@@ -124,11 +124,12 @@ def execute(app, settings, conf: dict[str, str], choose_local_master: bool = Fal
         except StopRequested as stopped:
             log.info("stop requested while %s: exiting", stopped)
             return 0
+    fence = runner.claim_local_checkpoint(settings)
     spark = create_session(conf)
     runner.install_sigterm(stop_requested)  # again: SparkContext replaces the SIGINT handler with its own
     server = None
     try:
-        running = runner.start(spark, app, settings, stop_requested=stop_requested)
+        running = runner.start(spark, app, settings, stop_requested=stop_requested, fence=fence)
         if settings.metrics_port is not None:
             stale = runner.stale_after(app)
             server = serve(running.metrics, settings.metrics_port,

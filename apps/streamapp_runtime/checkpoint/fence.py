@@ -9,9 +9,12 @@ every few seconds while they run: a driver that finds another owner there stops 
 and exits 1. The newest driver always wins: the operator starts a new one only once the old pod is
 deleted, so the latest writer is the legitimate one.
 
-A driver taking over from one that did not release the marker (killed, lost) waits ``takeover_wait``
-(twice the check interval) before its first query, so that the old one, if it still runs and reaches
-the checkpoint, has seen the marker and stopped. What remains: an old driver that cannot reach the
+A driver taking over from one that did not release the marker (killed, lost) lets ``takeover_wait``
+(twice the check interval) pass between writing its marker and its first write to the checkpoint, so
+that the old one, if it still runs and reaches the checkpoint, has seen the marker and stopped. The
+marker is written as early as the checkpoint can be reached (``claim``: before Spark starts, for a
+local checkpoint) and the wait ends before the first write (``settle``), so that the wait passes while
+the driver starts rather than after. What remains: an old driver that cannot reach the
 checkpoint cannot write to it either; one whose reads of the marker fail keeps running (see ``lost``),
 as its writes to the checkpoint fail alike.
 """
@@ -23,6 +26,7 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
@@ -44,7 +48,10 @@ class Fence:
     root: str
     owner: str
     interval: float = 5.0
+    clock: Callable[[], float] = time.monotonic
     _last_check: float = field(default=0.0)
+    _claimed: bool = field(default=False)
+    _takeover_due: float | None = field(default=None)  # clock() when a predecessor has had its time
 
     @property
     def location(self) -> str:
@@ -61,23 +68,43 @@ class Fence:
         except ValueError:
             return {}
 
-    def take(self, sleep=time.sleep) -> None:
-        """Write this driver's marker; wait for a predecessor that did not release it to notice."""
+    def claim(self) -> None:
+        """Write this driver's marker, once; a predecessor that did not release it gets ``takeover_wait``
+        from now to see the takeover (``settle`` waits out what is left of it)."""
+        if self._claimed:
+            return
         before = self.read()
         self._write(released=False)
+        self._claimed = True
         if before.get("owner") not in (None, self.owner) and not before.get("released"):
-            log.info("checkpoint %s was held by %s (not released): waiting %.0fs for it to see the takeover",
+            log.info("checkpoint %s was held by %s (not released): giving it %.0fs to see the takeover",
                      self.root, before.get("owner"), self.takeover_wait)
-            sleep(self.takeover_wait)
+            self._takeover_due = self.clock() + self.takeover_wait
+        self._last_check = self.clock()
+
+    def settle(self, sleep=time.sleep) -> None:
+        """Claim if not yet; wait until a predecessor has had ``takeover_wait`` to stop; FencedOut when
+        another driver took the checkpoint meanwhile."""
+        self.claim()
+        if self._takeover_due is not None:
+            left = self._takeover_due - self.clock()
+            if left > 0:
+                sleep(left)
+            self._takeover_due = None
             if self.read().get("owner") != self.owner:
                 raise FencedOut(f"checkpoint {self.root} was taken over by {self.read().get('owner')} while starting")
-        self._last_check = time.monotonic()
+        self._last_check = self.clock()
+
+    def take(self, sleep=time.sleep) -> None:
+        """Write this driver's marker (again: a restore deletes the checkpoint with it) and settle."""
+        self._claimed = False
+        self.settle(sleep)
 
     def lost(self) -> str | None:
         """Why this driver no longer owns the checkpoint (checked every ``interval``), else None."""
-        if time.monotonic() - self._last_check < self.interval:
+        if self.clock() - self._last_check < self.interval:
             return None
-        self._last_check = time.monotonic()
+        self._last_check = self.clock()
         try:
             holder = self.read().get("owner")
         except Exception as exc:  # noqa: BLE001 - cannot tell: keep running; Spark's own writes fail alike

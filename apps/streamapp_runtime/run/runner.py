@@ -154,15 +154,28 @@ def dry_run(spark, app: StreamApp, settings: Settings) -> list[str]:
     return lines
 
 
+def claim_local_checkpoint(settings: Settings) -> Fence | None:
+    """This driver's owner marker on a local checkpoint, written before Spark starts, so that a killed
+    predecessor's time to stop (checkpoint.fence) passes while it does. An object store is reached
+    through Spark: its marker is written by ``start``."""
+    if not is_local(settings.checkpoint_root):
+        return None
+    fence = Fence(settings.checkpoint_root, owner_id(dict(os.environ)))
+    fence.claim()
+    return fence
+
+
 def start(spark, app: StreamApp, settings: Settings, quiet: bool = False, wait_for_topics: bool = True,
-          stop_requested: threading.Event | None = None) -> Running:
+          stop_requested: threading.Event | None = None, fence: Fence | None = None) -> Running:
     """Start every query; ``stop_requested`` (set by SIGTERM, see ``install_sigterm``) also ends the
-    wait for Kafka before them, with kafka_wait.StopRequested."""
+    wait for Kafka before them, with kafka_wait.StopRequested. ``fence``: the marker claimed already
+    (``claim_local_checkpoint``)."""
     stop_requested = stop_requested or threading.Event()
-    check_expressions(spark, app, settings)  # before anything is waited for or written
+    owner = fence or Fence(settings.checkpoint_root, owner_id(dict(os.environ)))
+    owner.claim()  # a predecessor's time to stop passes while the expressions are checked
+    check_expressions(spark, app, settings)  # before anything is waited for or written but the marker
     options = plan.kafka_options(app, settings.kafka_override, settings.kafka_env_options)
-    owner = Fence(settings.checkpoint_root, owner_id(dict(os.environ)))
-    owner.take()
+    owner.settle()
     restoring.at_start(app, settings.checkpoint_root, settings.app_base, dict(os.environ), owner)
     partitions, state_function = prepare_session(spark, app, settings, options, wait=wait_for_topics, stop=stop_requested)
     plans = plan.query_plans(app, settings.checkpoint_root, settings.console, settings.available_now)

@@ -83,10 +83,40 @@ def test_a_successor_waits_for_an_unreleased_owner_which_then_finds_itself_fence
     waits: list[float] = []
     new = fence.Fence(str(tmp_path), "new", interval=5)
     new.take(sleep=waits.append)  # the old one was killed or lost: it never released
-    assert waits == [10] and _marker(tmp_path)["owner"] == "new"
+    assert waits == [pytest.approx(10, abs=1)] and _marker(tmp_path)["owner"] == "new"
     assert old.lost() == f"another driver (new) owns checkpoint {tmp_path} now"
     old.release()
     assert (_marker(tmp_path)["owner"], _marker(tmp_path)["released"]) == ("new", False), "only the owner releases"
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_the_successors_wait_counts_from_its_claim_so_it_passes_while_the_driver_starts(tmp_path):
+    fence.Fence(str(tmp_path), "killed").take()
+    clock, waits = FakeClock(), []
+    new = fence.Fence(str(tmp_path), "new", interval=5, clock=clock)
+    new.claim()  # before Spark starts
+    assert _marker(tmp_path)["owner"] == "new", "the old driver can see the takeover from now on"
+    clock.now += 7  # Spark starting, the expressions checked
+    new.settle(sleep=lambda s: (waits.append(s), clock.sleep(s)))
+    assert waits == [3], "only what is left of the 10s"
+    new.settle(sleep=waits.append)
+    new.claim()
+    assert waits == [3], "claimed and settled once"
+    late = fence.Fence(str(tmp_path), "late", interval=5, clock=clock)
+    late.claim()
+    clock.now += 30  # a slow start: the predecessor has had its time
+    late.settle(sleep=waits.append)
+    assert waits == [3]
 
 
 def test_a_driver_taken_over_while_it_waits_does_not_start(tmp_path):
