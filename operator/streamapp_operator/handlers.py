@@ -66,6 +66,11 @@ def configure(settings: kopf.OperatorSettings, **_) -> None:
         prefix=f"{names.GROUP_PREFIX}", key="last-handled-configuration")
     settings.posting.level = logging.WARNING
     settings.watching.server_timeout = 60
+    # The namespaces watched are exact names and the CRD is installed before the operator, so there is
+    # nothing to discover. Scanning would list namespaces and CRDs, which a namespaced install may not:
+    # kopf retries those for about a minute before it watches any app (a new operator reconciled nothing
+    # for as long).
+    settings.scanning.disabled = True
     # Only driver pods come over the watch (the API server filters): executors and every other pod
     # of a watched namespace never reach the operator.
     settings.watching.label_selectors["", "v1", "pods"] = f"{names.LABEL_COMPONENT}=driver,{names.LABEL_APP}"

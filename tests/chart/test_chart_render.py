@@ -18,7 +18,6 @@ pytestmark = pytest.mark.integration
 # update on finalizers, which owner references with blockOwnerDeletion need where the
 # OwnerReferencesPermissionEnforcement admission plugin is on.
 JUSTIFIED = {("streamapp.io", "streamapps/status", "get"), ("streamapp.io", "streamapps/finalizers", "update")}
-KOPF_SCANNING = {("apiextensions.k8s.io", "customresourcedefinitions", v) for v in ("list", "watch")}
 
 
 @pytest.mark.parametrize("sets", [(), ("rbac.clusterWide=true",), ALL_ON, ("rbac.clusterWide=true", *ALL_ON)],
@@ -57,7 +56,7 @@ def test_rbac_is_exactly_what_the_operator_needs():
         rules = [r for kind in ("Role", "ClusterRole") for d in by_kind(docs, kind) for r in d["rules"]]
         have = granted(rules)
         assert not need - have, f"{sets}: the operator's code needs {sorted(need - have)}"
-        extra = have - need - JUSTIFIED - REPLICAS - (KOPF_SCANNING if sets else set())
+        extra = have - need - JUSTIFIED - REPLICAS
         assert not extra, f"{sets}: granted but never used: {sorted(extra)}"
         assert all(verb != "*" and res != "*" for _, res, verb in have)
         assert not {r for _, r, _ in have} & {"nodes", "namespaces"}
