@@ -48,6 +48,7 @@ StreamingQueryListener.onQueryTerminated
 kopf.OperatorSettings.persistence.progress_storage
 kopf.OperatorSettings.persistence.diffbase_storage
 kopf.OperatorSettings.watching.server_timeout
+kopf.OperatorSettings.scanning.disabled
 kopf.OperatorSettings.admission.managed
 client.Configuration.connection_pool_maxsize
 client.V1LeaseSpec.lease_duration_seconds

@@ -33,6 +33,13 @@ def manifest(app: StreamApp) -> dict:
     return {"apiVersion": app.api_version, "kind": app.kind, "metadata": meta, "spec": app.spec.to_dict()}
 
 
+# Spark on Kubernetes holds a new SparkContext until 80% of its executors have registered (up to 30 s).
+# A driver's own start (its checks, the checkpoint, Kafka, planning the queries) needs no executor, so
+# it goes on meanwhile and only the first batch's tasks wait for them. Real-time mode keeps the wait:
+# its queries need every task slot at once.
+START_WITHOUT_EXECUTORS = {"spark.scheduler.minRegisteredResourcesRatio": "0"}
+
+
 def spark_properties(app: StreamApp, launch: Launch, ui: SparkUI = DEFAULT_UI) -> dict[str, str]:
     name, spec = app.metadata.name, app.spec
     props = {
@@ -64,6 +71,7 @@ def spark_properties(app: StreamApp, launch: Launch, ui: SparkUI = DEFAULT_UI) -
         **contract.SPARK_DRIVER_SCOPE_CONF,
         **DECOMMISSION_CONF,  # executors evicted by a node scale-down leave gracefully
         **spark_ui_conf(app, ui),  # the app's own spark.ui.enabled, else the operator's default (render/ui.py)
+        **({} if spec.realtime else START_WITHOUT_EXECUTORS),
         contract.REFUSED_FUNCTIONS_CONF: contract.format_refused_functions(launch.refused_functions),
     }
     if spec.image_pull_policy:
