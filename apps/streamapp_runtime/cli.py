@@ -126,6 +126,7 @@ def execute(app, settings, conf: dict[str, str], choose_local_master: bool = Fal
             return 0
     fence = runner.claim_local_checkpoint(settings)
     spark = create_session(conf)
+    log.info("Spark session started")  # a mark of the driver's start (bench/streamapp_bench/recovery_phases.py)
     runner.install_sigterm(stop_requested)  # again: SparkContext replaces the SIGINT handler with its own
     server = None
     try:

@@ -50,7 +50,7 @@ BENCHES = {
         tb, wd, total=a.apps, batch=a.batch, fail=a.fail, settle=a.settle, timeout=a.timeout,
         profile_seconds=a.profile_seconds)),
     # the kind cluster (brought up and down here unless `make kind-up` left one up)
-    "recovery": ((), lambda tb, wd, a: recovery.run(tb, wd, kills=a.kills, timeout=a.timeout)),
+    "recovery": ((), lambda tb, wd, a: recovery.run(tb, wd, kills=a.kills, timeout=a.timeout, results=a.results)),
     # issue 15: load mode through a ×4 input step, in-place rescale against a driver restart (kind too)
     "autoscale": ((), lambda tb, wd, a: autoscale.run(
         tb, wd, methods=a.rescale_methods, rounds=a.autoscale_rounds, rate=a.autoscale_rate, work=a.autoscale_work,

@@ -8,10 +8,12 @@ driver's JVM inside the pod (as in the e2e tests) → a replacement driver pod R
 of the replacement has committed a batch. "Committed" is read from the driver's own metrics
 (`streamapp_last_batch_timestamp_seconds` per query, set when a batch's progress arrives), at the
 pod's address, which this host reaches through its route to the kind node.
-Target: kill → first batch ≤ cold start → first batch + one trigger interval."""
+Target: kill → first batch ≤ cold start → first batch + one trigger interval. Each start is broken
+into phases (recovery_phases.py), drawn as stacked bars in recovery.png."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -26,6 +28,8 @@ from streamapp_testbed import clickstream
 from streamapp_testbed import cluster_apps, kafka_admin, kind_cluster
 from streamapp_testbed.cluster_client import ClusterClient
 from streamapp_testbed.waiting import wait_for
+
+from . import recovery_phases
 
 log = logging.getLogger("bench.recovery")
 NS, APP, CLASS = "streamapp-bench", "click-sessions", "streamapp-bench"
@@ -91,9 +95,30 @@ def manifest(bootstrap: str, topic: str, trigger: str) -> dict:
     return app
 
 
-def run(bed, workdir: Path, kills: int = 3, trigger: str = "5s", rate: float = 20, timeout: float = 900) -> dict:  # noqa: ARG001
+def run(bed, workdir: Path, kills: int = 3, trigger: str = "5s", rate: float = 20, timeout: float = 900,  # noqa: ARG001
+        results: Path | None = None) -> dict:
     with kind_cluster.bed(workdir) as kind:
-        return _measure(kind, kills, trigger, rate, timeout)
+        result = _measure(kind, kills, trigger, rate, timeout)
+    if results is not None:
+        starts = [("cold start", result["cold"].get("phases"))]
+        starts += [(f"kill {i}", k.get("phases")) for i, k in enumerate(result["restarts"], 1)]
+        drawn = [(label, parts) for label, parts in starts if parts]
+        if drawn:
+            recovery_phases.plot(results / "recovery.png", drawn, f"Driver starts on kind: where the time goes "
+                                 f"(trigger {trigger}, {rate:g} clicks/s)")
+    return result
+
+
+def _phases(c: ClusterClient, pod: dict, began: float, committed: float) -> dict[str, float] | None:
+    """The start of driver `pod` in phases (recovery_phases), read from the cluster now."""
+    name = pod["metadata"]["name"]
+    try:
+        fresh = json.loads(c.kubectl("get", "pod", "-n", NS, name, "-o", "json").stdout)
+        lines = c.kubectl("logs", "-n", NS, name, "-c", "driver", "--timestamps").stdout.splitlines()
+    except Exception as exc:  # noqa: BLE001 - the figures stand without their breakdown
+        log.warning("no phases for %s: %s", name, exc)
+        return None
+    return recovery_phases.phases(fresh, lines, began, committed)
 
 
 def _measure(kind: kind_cluster.KindBed, kills: int, trigger: str, rate: float, timeout: float) -> dict:
@@ -116,7 +141,9 @@ def _measure(kind: kind_cluster.KindBed, kills: int, trigger: str, rate: float, 
         t_running = time.time()
         wait_for("the first committed batch", lambda: committed_since(pod["status"]["podIP"], queries, t0), timeout,
                  every=0.25)
-        cold = {"to_running_s": round(t_running - t0, 2), "to_first_batch_s": round(time.time() - t0, 2)}
+        t_committed = time.time()
+        cold = {"to_running_s": round(t_running - t0, 2), "to_first_batch_s": round(t_committed - t0, 2),
+                "phases": _phases(c, pod, t0, t_committed)}
         log.info("cold start: %s", cold)
         restarts = []
         for i in range(kills):
@@ -129,7 +156,9 @@ def _measure(kind: kind_cluster.KindBed, kills: int, trigger: str, rate: float, 
             t_running = time.time()
             wait_for("the first committed batch of the replacement",
                      lambda: committed_since(new["status"]["podIP"], queries, t0), timeout, every=0.25)
-            restarts.append({"to_running_s": round(t_running - t0, 2), "to_first_batch_s": round(time.time() - t0, 2)})
+            t_committed = time.time()
+            restarts.append({"to_running_s": round(t_running - t0, 2), "to_first_batch_s": round(t_committed - t0, 2),
+                             "phases": _phases(c, new, t0, t_committed)})
             log.info("restart %d: %s", i + 1, restarts[-1])
         p50 = statistics.median(r["to_first_batch_s"] for r in restarts)
         return {"cold": cold, "restarts": restarts, "queries": sorted(queries), "trigger_s": trigger_s, "rate": rate, "clicks_sent": clicks.sent,

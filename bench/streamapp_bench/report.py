@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from . import dataplane_figures
+from . import dataplane_figures, recovery_phases
 from .dataplane_figures import LABELS
 
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
@@ -190,12 +190,16 @@ def recovery(r: dict, images: str = "bench/results") -> list[str]:
              f"{d['trigger_s']:g} s, {d['rate']:g} clicks/s arriving); SIGKILL to the driver's JVM inside the pod, "
              f"restart backoff {d['restart_backoff']}. \"First batch\": every sink query of the driver committed a "
              f"batch started after the kill (or the apply).", "",
-             "| | → driver pod Running | → first committed batch |", "| --- | ---: | ---: |",
-             f"| cold start (`kubectl apply`) | {_n(cold['to_running_s'], 1, ' s')} | {_n(cold['to_first_batch_s'], 1, ' s')} |"]
-    for i, k in enumerate(kills, 1):
-        lines.append(f"| kill {i} | {_n(k['to_running_s'], 1, ' s')} | {_n(k['to_first_batch_s'], 1, ' s')} |")
+             "| | → driver pod Running | → first committed batch | " + " | ".join(recovery_phases.PHASES) + " |",
+             "| --- | ---: | ---: |" + " ---: |" * len(recovery_phases.PHASES)]
+    for label, k in [("cold start (`kubectl apply`)", cold), *((f"kill {i}", k) for i, k in enumerate(kills, 1))]:
+        parts = k.get("phases") or {}
+        lines.append(f"| {label} | {_n(k['to_running_s'], 1, ' s')} | {_n(k['to_first_batch_s'], 1, ' s')} | "
+                     + " | ".join(_n(parts.get(p), 1, ' s') for p in recovery_phases.PHASES) + " |")
     lines += ["", f"Restart p50 kill → first batch {_target(d['restart_p50_to_first_batch_s'], d['target_s'], False, ' s')} "
-              f"(cold start + one trigger interval)."]
+              f"(cold start + one trigger interval). The phases: `bench/streamapp_bench/recovery_phases.py`."]
+    if any(k.get("phases") for k in [cold, *kills]):
+        lines += ["", f"![recovery: each start in phases]({images}/recovery.png)"]
     return lines
 
 
