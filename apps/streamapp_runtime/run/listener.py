@@ -16,6 +16,15 @@ from streamapp_runtime.run.metrics import Metrics, batch_lag, progress_line
 log = logging.getLogger("streamapp.runtime")
 
 
+def first_batch_words(progress: dict) -> str:
+    """A batch's duration and its longest phases (Spark's durationMs), e.g. for the first after a start."""
+    phases = {k: v for k, v in (progress.get("durationMs") or {}).items() if k != "triggerExecution"}
+    total = (progress.get("durationMs") or {}).get("triggerExecution", 0)
+    longest = sorted(phases.items(), key=lambda kv: -kv[1])[:4]
+    return f"batch {progress.get('batchId')} in {total / 1000:.1f}s (" + ", ".join(
+        f"{k} {v / 1000:.1f}s" for k, v in longest) + ")"
+
+
 class ProgressListener(StreamingQueryListener):
     def __init__(self, metrics: Metrics, queries: set[str], quiet: bool = False, committer=None, dead_letter_writer=None):
         self.metrics = metrics
@@ -49,6 +58,8 @@ class ProgressListener(StreamingQueryListener):
             self.committer.batch_done(p["name"], p)
         if self.dead_letter_writer is not None:
             self.dead_letter_writer.batch_done(p)
+        if p["name"] not in self.last_batch:  # where a driver's first batch goes (restores, start-up costs)
+            log.info("first batch of query %s in this driver: %s", p["name"], first_batch_words(p))
         self.last_batch[p["name"]] = p.get("batchId", -1)
         self.committed_at[p["name"]] = time.time()
         self.recent.setdefault(p["name"], deque(maxlen=2)).append(p)

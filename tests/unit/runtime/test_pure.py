@@ -425,3 +425,13 @@ def test_sources_are_named_as_spark_takes_them_once_per_read_in_a_query():
         ["clicks", "searches", "clicks_2", "clicks_3"]
     compiler.new_query()  # as query_frame does for each query
     assert compiler.source_name("clicks") == "clicks"
+
+
+def test_a_drivers_first_batch_is_told_with_its_longest_phases():
+    from streamapp_runtime.run.listener import first_batch_words
+
+    progress = {"batchId": 7, "durationMs": {"triggerExecution": 37210, "addBatch": 30120, "queryPlanning": 2310,
+                                             "getBatch": 5, "latestOffset": 812, "walCommit": 120, "commitOffsets": 60}}
+    assert first_batch_words(progress) == ("batch 7 in 37.2s (addBatch 30.1s, queryPlanning 2.3s, latestOffset 0.8s, "
+                                           "walCommit 0.1s)")
+    assert first_batch_words({"batchId": 0}) == "batch 0 in 0.0s ()"
