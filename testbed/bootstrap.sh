@@ -101,6 +101,15 @@ if [[ $mode == all && ! -f $helm_dir/.complete ]]; then
   helm_pid=$!
 fi
 
+schema_registry_dir=$CACHE/schema-registry-$SCHEMA_REGISTRY_VERSION
+schema_registry_pid=
+if [[ $mode == all && ! -f $schema_registry_dir/.complete ]]; then
+  step "building the schema registry $SCHEMA_REGISTRY_VERSION (log: $CACHE/logs/schema-registry-build.log)"
+  CACHE=$CACHE SCHEMA_REGISTRY_VERSION=$SCHEMA_REGISTRY_VERSION "$here/build-schema-registry.sh" \
+    >"$CACHE/logs/schema-registry-build.log" 2>&1 &
+  schema_registry_pid=$!
+fi
+
 karpenter_dir=$CACHE/karpenter-$KARPENTER_VERSION
 karpenter_pid=
 if [[ $mode == all && ! -f $karpenter_dir/.complete ]]; then
@@ -193,6 +202,11 @@ fi
 if [[ -n $helm_pid ]] && ! wait "$helm_pid"; then
   tail -n 40 "$CACHE/logs/helm-build.log"
   echo "helm build failed; full log: $CACHE/logs/helm-build.log" >&2
+  exit 1
+fi
+if [[ -n $schema_registry_pid ]] && ! wait "$schema_registry_pid"; then
+  tail -n 40 "$CACHE/logs/schema-registry-build.log"
+  echo "schema registry build failed; full log: $CACHE/logs/schema-registry-build.log" >&2
   exit 1
 fi
 if [[ -n $karpenter_pid ]] && ! wait "$karpenter_pid"; then

@@ -22,6 +22,7 @@ from streamapp_testbed.paths import local_run_env
 from streamapp_testbed.postgres import Postgres
 from streamapp_testbed.prometheus import Prometheus
 from streamapp_testbed.s3 import ObjectStore
+from streamapp_testbed.schema_registry import SchemaRegistry
 
 
 @pytest.fixture(scope="session")
@@ -31,6 +32,26 @@ def kafka(tmp_path_factory) -> Iterator[KafkaBroker]:
         yield broker.start()
     finally:
         broker.stop()
+
+
+@pytest.fixture(scope="session")
+def schema_registry(tmp_path_factory) -> Iterator[SchemaRegistry]:
+    """A real schema registry (the Confluent REST API), empty at the start of the run."""
+    registry = SchemaRegistry(tmp_path_factory.mktemp("schema-registry"))
+    try:
+        yield registry.start()
+    finally:
+        registry.stop()
+
+
+@pytest.fixture(scope="session")
+def schema_registry_with_auth(tmp_path_factory) -> Iterator[SchemaRegistry]:
+    """Another registry that asks every client for HTTP Basic credentials (`client_conf()` has them)."""
+    registry = SchemaRegistry(tmp_path_factory.mktemp("schema-registry-auth"), basic_auth=True)
+    try:
+        yield registry.start()
+    finally:
+        registry.stop()
 
 
 @pytest.fixture(scope="session")

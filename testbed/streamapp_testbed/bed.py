@@ -14,8 +14,9 @@ from .kwok import Kwok
 from .postgres import Postgres
 from .prometheus import Prometheus
 from .s3 import ObjectStore
+from .schema_registry import SchemaRegistry
 
-PARTS = ("kafka", "postgres", "s3", "prometheus", "kube", "kwok")
+PARTS = ("kafka", "schema-registry", "postgres", "s3", "prometheus", "kube", "kwok")
 
 
 @dataclass
@@ -24,6 +25,7 @@ class TestBed:
 
     workdir: Path
     kafka: KafkaBroker | None = None
+    schema_registry: SchemaRegistry | None = None
     postgres: Postgres | None = None
     s3: ObjectStore | None = None
     prometheus: Prometheus | None = None
@@ -34,6 +36,8 @@ class TestBed:
         found = {}
         if self.kafka:
             found["kafka bootstrap"] = self.kafka.bootstrap
+        if self.schema_registry:
+            found["schema registry"] = self.schema_registry.url
         if self.postgres:
             found["postgres"] = self.postgres.dsn
         if self.s3:
@@ -61,6 +65,10 @@ def start(stack: ExitStack, parts: tuple[str, ...] = PARTS, workdir: Path | None
         bed.kafka = KafkaBroker(workdir / "kafka")
         stack.callback(bed.kafka.stop)
         bed.kafka.start()
+    if "schema-registry" in parts:
+        bed.schema_registry = SchemaRegistry(workdir / "schema-registry")
+        stack.callback(bed.schema_registry.stop)
+        bed.schema_registry.start()
     if "postgres" in parts:
         bed.postgres = Postgres(workdir / "postgres")
         stack.callback(bed.postgres.stop)

@@ -96,6 +96,11 @@ class Installed:
         """SeaweedFS's binary: the test bed's S3-compatible server."""
         return self._need(self.root / f"seaweedfs-{versions()['SEAWEEDFS_VERSION']}" / "weed")
 
+    @property
+    def schema_registry(self) -> Path:
+        """The schema registry's binary (a server of the Confluent Schema Registry REST API)."""
+        return self._need(self.root / f"schema-registry-{versions()['SCHEMA_REGISTRY_VERSION']}" / "bin" / "schema-registry")
+
     def spark_jars_conf(self) -> str:
         """The value for `spark.jars`: the Kafka and S3A connectors and their dependencies, comma-separated."""
         folders = (self.spark_kafka_jars, self.spark_s3_jars)
