@@ -1,0 +1,207 @@
+"""Avro record values in the Confluent wire format, read through a schema registry.
+
+Each value is a zero byte, the writer schema's id (4 bytes, big-endian) and the record encoded with
+that schema. The reader schema is the subject's latest version when the app starts (its columns are
+the app's); each record is decoded with its own writer schema, fetched from the registry by id and
+cached for the life of the process, and resolved to the reader schema by Avro's rules (a field the
+writer lacks takes the reader's default, a field the reader lacks is skipped, int widens to long...).
+So a writer schema registered mid-stream that the registry accepted as compatible is read without a
+restart, and a record that cannot be read gets a reason instead of stopping the query: its schema
+id is unknown to the registry, its writer schema does not resolve to the reader schema, or its bytes
+are not the wire format.
+
+Why decoding is in Python (fastavro, in a pandas UDF) and not in Spark's ``from_avro``: from_avro
+takes one writer schema fixed when the query is planned, so the writer schemas would have to be known
+at the start; a record of a schema registered later would not be readable until a restart. Decoding
+here resolves any writer schema the registry knows when the record arrives.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+import urllib.error
+import urllib.parse
+import urllib.request
+from base64 import b64encode
+from dataclasses import dataclass, field
+
+# At module level: pandas_udf reads the decoder's type hints (pd.Series -> pd.DataFrame) in this
+# module's globals.
+import pandas as pd
+
+MAGIC = 0
+HEADER = struct.Struct(">bI")  # the magic byte and the schema id
+
+# Avro's primitive types -> Spark SQL types of the columns they become.
+_SPARK_TYPES = {"string": "string", "long": "bigint", "int": "int", "double": "double", "float": "float",
+                "boolean": "boolean", "bytes": "binary"}
+# Logical types whose values fastavro gives as Python objects Spark reads as its own.
+_SPARK_LOGICAL = {"timestamp-millis": "timestamp", "timestamp-micros": "timestamp", "date": "date"}
+
+
+class RegistryError(RuntimeError):
+    """The registry did not answer as expected (not a missing schema): the batch fails and is retried,
+    no record is sent to the dead-letter topic for it."""
+
+
+@dataclass(frozen=True)
+class Registry:
+    """Where the schema registry is and the credentials of HTTP Basic auth ('user:password'), if any."""
+
+    url: str
+    user_info: str | None = None
+
+    def get(self, path: str) -> dict | None:
+        """The JSON answer of GET ``path``; None for 404 (no such subject, version or id)."""
+        request = urllib.request.Request(self.url.rstrip("/") + path,
+                                         headers={"Accept": "application/vnd.schemaregistry.v1+json"})
+        if self.user_info:
+            request.add_header("Authorization", "Basic " + b64encode(self.user_info.encode()).decode())
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return json.load(response)
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                return None
+            raise RegistryError(f"schema registry {self.url}: GET {path}: HTTP {exc.code} {exc.reason}") from exc
+        except OSError as exc:
+            raise RegistryError(f"schema registry {self.url}: GET {path}: {exc}") from exc
+
+
+def topic_subject(topic: str) -> str:
+    """The value subject of a topic under TopicNameStrategy, the serializers' default. Pure."""
+    return f"{topic}-value"
+
+
+@dataclass(frozen=True)
+class ReaderSchema:
+    """The schema records are read as: a subject's version, fixed when the app starts."""
+
+    subject: str
+    version: int
+    schema_id: int
+    schema: dict
+
+    @classmethod
+    def latest(cls, registry: Registry, subject: str) -> "ReaderSchema":
+        answer = registry.get(f"/subjects/{urllib.parse.quote(subject, safe='')}/versions/latest")
+        if answer is None:
+            raise RegistryError(f"schema registry {registry.url} has no subject {subject!r}: register the "
+                                f"value schema (a producer's serializer does on its first record)")
+        if answer.get("schemaType", "AVRO") != "AVRO":
+            raise RegistryError(f"subject {subject!r} holds a {answer['schemaType']} schema, not Avro")
+        return cls(subject, answer["version"], answer["id"], json.loads(answer["schema"]))
+
+    def columns(self) -> dict[str, str]:
+        """Column name -> Spark SQL type, one per field of the reader's record. Pure."""
+        if self.schema.get("type") != "record":
+            raise ValueError(f"subject {self.subject!r}: the value schema is not an Avro record")
+        return {f["name"]: spark_type(f["type"]) for f in self.schema["fields"]}
+
+
+def spark_type(avro_type) -> str:
+    """The Spark SQL type of an Avro field type (a nullable union is its other branch). Pure."""
+    if isinstance(avro_type, list):
+        branches = [t for t in avro_type if t != "null"]
+        if len(branches) != 1:
+            raise ValueError(f"union {avro_type}: only a union of null and one type becomes a column")
+        return spark_type(branches[0])
+    if isinstance(avro_type, dict):
+        if avro_type.get("logicalType") in _SPARK_LOGICAL:
+            return _SPARK_LOGICAL[avro_type["logicalType"]]
+        kind = avro_type["type"]
+        if kind == "record":
+            return "struct<" + ",".join(f"`{f['name']}`:{spark_type(f['type'])}" for f in avro_type["fields"]) + ">"
+        if kind == "array":
+            return f"array<{spark_type(avro_type['items'])}>"
+        if kind == "map":
+            return f"map<string,{spark_type(avro_type['values'])}>"
+        if kind == "enum":
+            return "string"
+        return spark_type(kind)
+    if avro_type in _SPARK_TYPES:
+        return _SPARK_TYPES[avro_type]
+    raise ValueError(f"Avro type {avro_type!r} has no column type here")
+
+
+@dataclass
+class AvroDecoder:
+    """Decodes wire-format values to the reader schema's fields; writer schemas by id, cached."""
+
+    registry: Registry
+    reader: ReaderSchema
+    _writers: dict[int, object | None] = field(default_factory=dict)  # id -> parsed schema, None: unknown
+    _parsed_reader: object = None
+
+    def _writer(self, schema_id: int):
+        if schema_id not in self._writers:
+            from fastavro import parse_schema
+
+            answer = self.registry.get(f"/schemas/ids/{schema_id}")
+            if answer is not None and answer.get("schemaType", "AVRO") != "AVRO":
+                answer = None  # an id of a Protobuf or JSON schema is no writer schema of an Avro record
+            self._writers[schema_id] = None if answer is None else parse_schema(json.loads(answer["schema"]))
+        return self._writers[schema_id]
+
+    def decode(self, value: bytes | None) -> tuple[dict | None, str | None]:
+        """(the record's fields, None), or (None, why it cannot be read). RegistryError when the
+        registry does not answer: the caller's batch fails rather than losing records."""
+        from fastavro import parse_schema, schemaless_reader
+        from fastavro.read import SchemaResolutionError
+
+        if value is None:
+            return None, "null value: a stream record needs an Avro value"
+        if len(value) < HEADER.size or value[0] != MAGIC:
+            return None, "not in the Confluent wire format (a zero byte, then a 4-byte schema id)"
+        _, schema_id = HEADER.unpack_from(value)
+        writer = self._writer(schema_id)
+        if writer is None:
+            return None, f"unknown schema id {schema_id}: the registry has no Avro schema of that id"
+        if self._parsed_reader is None:
+            self._parsed_reader = parse_schema(self.reader.schema)
+        reader_name = f"{self.reader.subject} version {self.reader.version} (id {self.reader.schema_id})"
+        try:
+            record = schemaless_reader(io.BytesIO(value[HEADER.size:]), writer, self._parsed_reader)
+        except SchemaResolutionError as exc:
+            return None, f"incompatible: writer schema id {schema_id} cannot be read as {reader_name}: {exc}"
+        except (EOFError, ValueError, IndexError, UnicodeDecodeError, struct.error) as exc:
+            return None, f"malformed Avro for writer schema id {schema_id}: {type(exc).__name__}: {exc}"
+        return record, None
+
+
+# One decoder per registry and reader schema in each Python worker, so that writer schemas are
+# fetched once per process, not once per batch (Spark reuses its Python workers between batches).
+_DECODERS: dict[tuple[Registry, str, int], AvroDecoder] = {}
+
+
+def decoder(registry: Registry, reader: ReaderSchema) -> AvroDecoder:
+    key = (registry, reader.subject, reader.schema_id)
+    if key not in _DECODERS:
+        _DECODERS[key] = AvroDecoder(registry, reader)
+    return _DECODERS[key]
+
+
+def avro_values(value, registry: Registry, reader: ReaderSchema, error_column: str):
+    """A struct column of the reader schema's fields and ``error_column`` (null for a record that was
+    read, else why not) from a column of wire-format values. Decoded in a pandas UDF, a batch of
+    records to each call, on the executors."""
+    from pyspark.sql.functions import pandas_udf
+
+    columns = reader.columns()
+    ddl = ", ".join([*(f"`{name}` {type_text}" for name, type_text in columns.items()), f"`{error_column}` string"])
+
+    @pandas_udf(ddl)  # type: ignore[call-overload]
+    def decode(values: pd.Series) -> pd.DataFrame:
+        avro = decoder(registry, reader)
+        rows = []
+        for value in values:
+            record, error = avro.decode(None if value is None else bytes(value))
+            row = {name: None if record is None else record.get(name) for name in columns}
+            row[error_column] = error
+            rows.append(row)
+        # object columns: a column of ints with a null in it stays ints (not floats with NaN).
+        return pd.DataFrame(rows, columns=[*columns, error_column], dtype=object)
+
+    return decode(value)

@@ -1,0 +1,102 @@
+"""Avro values in the Confluent wire format read through the test bed's schema registry, by Spark:
+records written by confluent-kafka's AvroSerializer, the writer schema of each fetched by its id and
+resolved to the reader schema fixed at the start; what cannot be read gets its reason."""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import pytest
+
+from streamapp_testbed.kafka_admin import create_topic, produce
+
+pytestmark = pytest.mark.integration
+
+CLICK_V1 = {"type": "record", "name": "Click", "namespace": "io.streamapp.test", "fields": [
+    {"name": "user", "type": "string"},
+    {"name": "n", "type": "long"},
+    {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+]}
+# Registered after the reader started: a field added with a default (BACKWARD compatible).
+CLICK_V2 = {**CLICK_V1, "fields": [*CLICK_V1["fields"], {"name": "page", "type": "string", "default": "/"}]}
+# `n` as text: no Avro resolution makes a long of a string. Registered under another subject, as a
+# producer with a wrong serializer configuration would.
+CLICK_N_AS_TEXT = {**CLICK_V1, "fields": [{"name": "user", "type": "string"}, {"name": "n", "type": "string"},
+                                          CLICK_V1["fields"][2]]}
+
+
+def _serializer(registry, schema: dict, subject_topic: str):
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    serializer = AvroSerializer(SchemaRegistryClient(registry.client_conf()), json.dumps(schema))
+    ctx = SerializationContext(subject_topic, MessageField.VALUE)
+    return lambda record: serializer(record, ctx)
+
+
+def _read(spark, kafka, topic, registry, reader):
+    from pyspark.sql import functions as F
+
+    from streamapp_runtime.compile.avro_values import avro_values
+
+    raw = (spark.read.format("kafka").option("kafka.bootstrap.servers", kafka.bootstrap)
+           .option("subscribe", topic).option("startingOffsets", "earliest").load())
+    rows = raw.select("offset", avro_values(F.col("value"), registry, reader, "__error").alias("v")).orderBy("offset")
+    return [row.v.asDict() for row in rows.collect()]
+
+
+def test_each_record_is_read_with_its_writer_schema_and_the_unreadable_ones_say_why(
+        kafka, schema_registry, spark, names):
+    from datetime import datetime, timezone
+
+    from streamapp_runtime.compile.avro_values import ReaderSchema, Registry, topic_subject
+
+    topic = names("clicks")
+    create_topic(kafka.bootstrap, topic, partitions=1)
+    at = datetime(2026, 11, 28, 10, 0, tzinfo=timezone.utc)
+    v1 = _serializer(schema_registry, CLICK_V1, topic)
+    produce(kafka.bootstrap, topic, [(None, v1({"user": "a", "n": 1, "at": at}))])
+    registry = Registry(schema_registry.url)
+    reader = ReaderSchema.latest(registry, topic_subject(topic))  # what the app does at its start
+    assert reader.columns() == {"user": "string", "n": "bigint", "at": "timestamp"}
+
+    v2 = _serializer(schema_registry, CLICK_V2, topic)  # registered now, after the start
+    wrong = _serializer(schema_registry, CLICK_N_AS_TEXT, names("elsewhere"))
+    produce(kafka.bootstrap, topic, [
+        (None, v2({"user": "b", "n": 2, "at": at, "page": "/cart"})),
+        (None, wrong({"user": "c", "n": "three", "at": at})),
+        (None, b"\x00" + struct.pack(">I", 987654) + b"\x02x"),  # an id the registry never gave
+        (None, b'{"user": "d"}'),                                  # JSON, not the wire format
+        (None, None),
+    ])
+
+    rows = _read(spark, kafka, topic, registry, reader)
+
+    assert rows[:2] == [
+        {"user": "a", "n": 1, "at": at.replace(tzinfo=None), "__error": None},
+        {"user": "b", "n": 2, "at": at.replace(tzinfo=None), "__error": None},  # v2's page is not a column
+    ]
+    assert all(set(row.values()) - {row["__error"]} == {None} for row in rows[2:])
+    errors = [row["__error"] for row in rows[2:]]
+    assert errors[0].startswith("incompatible: writer schema id ") and \
+        f"cannot be read as {topic}-value version 1 (id {reader.schema_id})" in errors[0]
+    assert errors[1] == "unknown schema id 987654: the registry has no Avro schema of that id"
+    assert errors[2] == "not in the Confluent wire format (a zero byte, then a 4-byte schema id)"
+    assert errors[3] == "null value: a stream record needs an Avro value"
+
+
+def test_a_reader_on_a_registry_with_basic_auth_uses_its_credentials(schema_registry_with_auth):
+    from streamapp_runtime.compile.avro_values import ReaderSchema, Registry, RegistryError, decoder
+
+    _serializer(schema_registry_with_auth, CLICK_V1, "authed")({"user": "a", "n": 1, "at": 0})
+    user_info = schema_registry_with_auth.client_conf()["basic.auth.user.info"]
+
+    with pytest.raises(RegistryError, match="HTTP 401"):
+        ReaderSchema.latest(Registry(schema_registry_with_auth.url), "authed-value")
+    registry = Registry(schema_registry_with_auth.url, user_info)
+    reader = ReaderSchema.latest(registry, "authed-value")
+    value = _serializer(schema_registry_with_auth, CLICK_V1, "authed")({"user": "z", "n": 9, "at": 0})
+    record, error = decoder(registry, reader).decode(value)
+    assert error is None and (record["user"], record["n"]) == ("z", 9)
