@@ -26,24 +26,24 @@ CLICK_N_AS_TEXT = {**CLICK_V1, "fields": [{"name": "user", "type": "string"}, {"
                                           CLICK_V1["fields"][2]]}
 
 
-def _serializer(registry, schema: dict, subject_topic: str):
+def _serializer(registry, schema: dict, subject_topic: str, field: str = "value"):
     from confluent_kafka.schema_registry import SchemaRegistryClient
     from confluent_kafka.schema_registry.avro import AvroSerializer
     from confluent_kafka.serialization import MessageField, SerializationContext
 
     serializer = AvroSerializer(SchemaRegistryClient(registry.client_conf()), json.dumps(schema))
-    ctx = SerializationContext(subject_topic, MessageField.VALUE)
+    ctx = SerializationContext(subject_topic, MessageField.VALUE if field == "value" else MessageField.KEY)
     return lambda record: serializer(record, ctx)
 
 
-def _read(spark, kafka, topic, registry, reader):
+def _read(spark, kafka, topic, registry, reader, column="value"):
     from pyspark.sql import functions as F
 
     from streamapp_runtime.compile.avro_values import avro_values
 
     raw = (spark.read.format("kafka").option("kafka.bootstrap.servers", kafka.bootstrap)
            .option("subscribe", topic).option("startingOffsets", "earliest").load())
-    rows = raw.select("offset", avro_values(F.col("value"), registry, reader, "__error").alias("v")).orderBy("offset")
+    rows = raw.select("offset", avro_values(F.col(column), registry, reader, "__error").alias("v")).orderBy("offset")
     return [row.v.asDict() for row in rows.collect()]
 
 
@@ -85,6 +85,22 @@ def test_each_record_is_read_with_its_writer_schema_and_the_unreadable_ones_say_
     assert errors[1] == "unknown schema id 987654: the registry has no Avro schema of that id"
     assert errors[2] == "not in the Confluent wire format (a zero byte, then a 4-byte schema id)"
     assert errors[3] == "null value: a stream record needs an Avro value"
+
+
+def test_avro_keys_are_read_under_the_key_subject(kafka, schema_registry, spark, names):
+    from streamapp_runtime.compile.avro_values import ReaderSchema, Registry, topic_subject
+
+    key_schema = {"type": "record", "name": "UserKey", "fields": [{"name": "user", "type": "string"},
+                                                                  {"name": "region", "type": "int"}]}
+    topic = names("keyed")
+    create_topic(kafka.bootstrap, topic, partitions=1)
+    key = _serializer(schema_registry, key_schema, topic, field="key")
+    produce(kafka.bootstrap, topic, [(key({"user": f"u{i}", "region": i}), b"v") for i in range(3)])
+    registry = Registry(schema_registry.url)
+
+    rows = _read(spark, kafka, topic, registry, ReaderSchema.latest(registry, topic_subject(topic, "key")), "key")
+
+    assert rows == [{"user": f"u{i}", "region": i, "__error": None} for i in range(3)]
 
 
 def test_a_reader_on_a_registry_with_basic_auth_uses_its_credentials(schema_registry_with_auth):

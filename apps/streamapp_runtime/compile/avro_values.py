@@ -70,9 +70,12 @@ class Registry:
             raise RegistryError(f"schema registry {self.url}: GET {path}: {exc}") from exc
 
 
-def topic_subject(topic: str) -> str:
-    """The value subject of a topic under TopicNameStrategy, the serializers' default. Pure."""
-    return f"{topic}-value"
+def topic_subject(topic: str, part: str = "value") -> str:
+    """The subject of a topic's values (``part`` "value") or keys ("key") under TopicNameStrategy, the
+    serializers' default. Pure."""
+    if part not in ("key", "value"):
+        raise ValueError(f"part {part!r}: 'key' or 'value'")
+    return f"{topic}-{part}"
 
 
 @dataclass(frozen=True)
@@ -132,18 +135,27 @@ class AvroDecoder:
 
     registry: Registry
     reader: ReaderSchema
-    _writers: dict[int, object | None] = field(default_factory=dict)  # id -> parsed schema, None: unknown
+    # id -> parsed writer schema: a schema id never changes its schema, so this lives as long as the process.
+    _writers: dict[int, object] = field(default_factory=dict)
+    # Ids the registry did not know, asked again after `forget_unknown` (each batch): an id may be
+    # registered after its first record was read (a registry behind a replica, say).
+    _unknown: set[int] = field(default_factory=set)
     _parsed_reader: object = None
 
+    def forget_unknown(self) -> None:
+        self._unknown.clear()
+
     def _writer(self, schema_id: int):
-        if schema_id not in self._writers:
+        if schema_id not in self._writers and schema_id not in self._unknown:
             from fastavro import parse_schema
 
             answer = self.registry.get(f"/schemas/ids/{schema_id}")
-            if answer is not None and answer.get("schemaType", "AVRO") != "AVRO":
-                answer = None  # an id of a Protobuf or JSON schema is no writer schema of an Avro record
-            self._writers[schema_id] = None if answer is None else parse_schema(json.loads(answer["schema"]))
-        return self._writers[schema_id]
+            if answer is None or answer.get("schemaType", "AVRO") != "AVRO":
+                # No schema of that id, or one of a Protobuf or JSON schema: no writer of an Avro record.
+                self._unknown.add(schema_id)
+            else:
+                self._writers[schema_id] = parse_schema(json.loads(answer["schema"]))
+        return self._writers.get(schema_id)
 
     def decode(self, value: bytes | None) -> tuple[dict | None, str | None]:
         """(the record's fields, None), or (None, why it cannot be read). RegistryError when the
@@ -195,6 +207,7 @@ def avro_values(value, registry: Registry, reader: ReaderSchema, error_column: s
     @pandas_udf(ddl)  # type: ignore[call-overload]
     def decode(values: pd.Series) -> pd.DataFrame:
         avro = decoder(registry, reader)
+        avro.forget_unknown()
         rows = []
         for value in values:
             record, error = avro.decode(None if value is None else bytes(value))
