@@ -107,6 +107,11 @@ def query_plans(app: StreamApp, checkpoint_root: str, console: bool = False,
     return plans
 
 
+# The schema registry among the readers' options (kafka_options); not Kafka's, never given to Spark.
+REGISTRY_URL_OPTION = "streamapp.schemaRegistry.url"
+REGISTRY_USER_INFO_OPTION = "streamapp.schemaRegistry.userInfo"
+
+
 def input_topics(app: StreamApp) -> list[str]:
     topics = [t for s in app.spec.sources for t in s.topic_list] + [t.topic for t in app.spec.tables]
     return sorted(set(topics))
@@ -119,13 +124,21 @@ def topic_sources(app: StreamApp) -> dict[str, str]:
     return found
 
 
-def kafka_options(app: StreamApp, override: str | None, env_options: dict[str, str]) -> dict[str, str]:
+def kafka_options(app: StreamApp, override: str | None, env_options: dict[str, str],
+                  registry_user_info: str | None = None) -> dict[str, str]:
     """Options of every Kafka reader and writer (``kafka.``-prefixed, as Spark takes them): the spec's
     and the Secret's (``env_options``), credentials as the Java client takes them
-    (``kafka_credentials.java_options``; ``connections.admin_config`` derives librdkafka's back)."""
+    (``kafka_credentials.java_options``; ``connections.admin_config`` derives librdkafka's back).
+    With them, under ``streamapp.``, the schema registry's URL and credentials (``registry_user_info``,
+    from its Secret): the readers of format avro find them there, read_kafka leaves them out of Spark's."""
     options = {"kafka.bootstrap.servers": override or app.spec.kafka.bootstrap_servers}
     for key, value in java_options({**(app.spec.kafka.options or {}), **env_options}).items():
         options[f"kafka.{key}"] = value
+    registry = app.spec.kafka.schema_registry
+    if registry is not None:
+        options[REGISTRY_URL_OPTION] = registry.url
+        if registry_user_info:
+            options[REGISTRY_USER_INFO_OPTION] = registry_user_info
     return options
 
 

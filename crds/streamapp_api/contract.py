@@ -26,6 +26,10 @@ ENV_POD_IP = "STREAMAPP_POD_IP"
 ENV_POD_UID = "STREAMAPP_POD_UID"  # the driver's own, in its checkpoint's owner marker (runtime checkpoint/fence.py)
 ENV_KAFKA_PREFIX = "STREAMAPP_KAFKA_"  # envFrom spec.kafka.secretRef: STREAMAPP_KAFKA_SASL_JAAS_CONFIG
 ENV_POSTGRES_PREFIX = "STREAMAPP_POSTGRES_"
+# The schema registry's HTTP Basic credentials ('user:password'): spec.kafka.schemaRegistry.secretRef's
+# key SCHEMA_REGISTRY_USER_INFO_KEY (confluent-kafka's name for the setting).
+ENV_SCHEMA_REGISTRY_USER_INFO = "STREAMAPP_SCHEMA_REGISTRY_USER_INFO"
+SCHEMA_REGISTRY_USER_INFO_KEY = "basic.auth.user.info"
 
 
 def postgres_uri_env(secret_name: str) -> str:

@@ -191,6 +191,12 @@ def check_settings(app: StreamApp) -> Iterator[Issue]:
     if parse_duration(policy.backoff) > parse_duration(policy.max_backoff):
         yield Issue("spec.restartPolicy.backoff", f"backoff {policy.backoff} exceeds maxBackoff "
                     f"{policy.max_backoff}; backoff must not exceed maxBackoff")
+    if spec.kafka.schema_registry is None:  # the twin of spec.py's _FORMATS_NEED_A_REGISTRY
+        for kind in ("sources", "tables"):
+            for i, item in enumerate(getattr(spec, kind)):
+                if item.value_format.needs_registry:
+                    yield Issue(f"spec.{kind}[{i}].format", f"format {item.format} reads each record's schema "
+                                "from a registry: set spec.kafka.schemaRegistry")
     for key in spec.kafka.options or {}:
         if key in SPARK_MANAGED_KAFKA_OPTIONS or key.startswith("kafka."):
             hint = KAFKA_OPTION_HINTS.get(key, "options are plain Kafka client settings without the 'kafka.' prefix")

@@ -138,6 +138,22 @@ def parse_spark_type(text: str) -> str:
     return result
 
 
+class SchemaRegistry(ApiModel):
+    """A schema registry of the Confluent REST API: where sources and tables of format avro find the
+    schema of each record by the id it carries (subjects by TopicNameStrategy: <topic>-value)."""
+
+    url: str = Field(
+        description="The registry's base URL, e.g. 'http://schema-registry:8081'.",
+        pattern=r"^https?://[^\s/]+(/\S*)?$",
+        max_length=1024,
+    )
+    secret_ref: SecretRef | None = Field(
+        default=None,
+        description="A Secret whose key 'basic.auth.user.info' ('user:password') the runtime sends as "
+        "HTTP Basic credentials. Unset: the registry asks for none.",
+    )
+
+
 class Kafka(ApiModel):
     """How to reach the Kafka cluster all sources, tables and Kafka sinks use."""
 
@@ -160,6 +176,11 @@ class Kafka(ApiModel):
         description="A Secret whose keys are Kafka client options (e.g. 'sasl.jaas.config'); "
         "merged over options, kept out of the spec so credentials stay secret.",
     )
+    schema_registry: SchemaRegistry | None = Field(
+        default=None,
+        description="The schema registry sources and tables of format avro read schemas from. "
+        "Required when one has that format.",
+    )
 
 
 _ONE_TOPIC = cel(
@@ -180,6 +201,8 @@ class ValueFormatKind:
     # A record can fail to decode: such records go to the dead-letter topic, counted.
     can_be_malformed: bool
     columns: dict[str, str] = field(default_factory=dict)
+    # Records name their schema by an id the app's schema registry (spec.kafka.schemaRegistry) knows.
+    needs_registry: bool = False
 
     def schema_problem(self, name: str, has_schema: bool) -> str | None:
         """Why the schema may not be (un)set for this format, or None."""
@@ -197,9 +220,11 @@ class ValueFormatKind:
 
 
 # How record values are read, for sources and tables alike.
-ValueFormat = Literal["json", "string"]
+ValueFormat = Literal["json", "string", "avro"]
 VALUE_FORMATS: dict[str, ValueFormatKind] = {
     "json": ValueFormatKind(needs_schema=True, can_be_malformed=True),
+    # The schema names the columns read of the subject's Avro record (its latest version at start).
+    "avro": ValueFormatKind(needs_schema=True, can_be_malformed=True, needs_registry=True),
     "string": ValueFormatKind(needs_schema=False, can_be_malformed=False, columns={"value": "string"}),
 }
 
@@ -243,12 +268,15 @@ class Source(ApiModel):
     format: Annotated[ValueFormat, RESTART] = Field(
         default="json",
         description="How record values are read: 'json' parses a JSON object into the schema's "
-        "columns; 'string' gives one string column named 'value'.",
+        "columns; 'string' gives one string column named 'value'; 'avro' reads Avro records in the "
+        "Confluent wire format through spec.kafka.schemaRegistry, each with its writer schema, as the "
+        "latest version of the subject <topic>-value when the app starts, into the schema's columns.",
     )
     schema_: Annotated[SchemaMap | None, RESTART] = _schema_field(
         "Columns of a JSON value: column name -> Spark SQL type (string, long, double, boolean, "
-        "timestamp, array<...>, struct<...>). Required for format json. Every row also carries "
-        "the metadata columns _key, _timestamp, _topic, _partition and _offset."
+        "timestamp, array<...>, struct<...>). Required for format json; for format avro, fields of "
+        "the Avro record with their Spark SQL types (checked against the registry at start). Every "
+        "row also carries the metadata columns _key, _timestamp, _topic, _partition and _offset."
     )
     event_time: Annotated[Column | None, _SOURCE_STATE] = Field(
         default=None,
@@ -316,10 +344,12 @@ class Table(ApiModel):
     )
     format: Annotated[ValueFormat, RESTART] = Field(
         default="json",
-        description="How record values are read: 'json' (schema required) or 'string' (one column 'value').",
+        description="How record values are read: 'json' (schema required), 'string' (one column "
+        "'value') or 'avro' (schema required; through spec.kafka.schemaRegistry, as for sources).",
     )
     schema_: Annotated[SchemaMap | None, RESTART] = _schema_field(
-        "Columns of a JSON value: column name -> Spark SQL type. Required for format json."
+        "Columns of a JSON value, or fields of an Avro record: column name -> Spark SQL type. "
+        "Required for formats json and avro."
     )
     ttl: Annotated[Duration | None, _TTL] = Field(
         default=None,

@@ -13,7 +13,7 @@ from .checkpoint import Checkpoint
 from .durations import REALTIME, Duration, SparkMemory, Trigger, cel_millis
 from .pods import PodPlacement
 from .sinks import DELIVERY_DESCRIPTION, Delivery, Sink
-from .sources import Kafka, Source, Table
+from .sources import VALUE_FORMATS, Kafka, Source, Table
 from .status import StreamAppStatus
 from .steps import MAX_STEPS, Step
 
@@ -327,11 +327,20 @@ _MANUAL_MODE_NEEDS_EXECUTORS = cel(
     field_path=".scaling.mode",
 )
 
+_REGISTRY_FORMATS = "[" + ", ".join(f"'{name}'" for name, kind in VALUE_FORMATS.items() if kind.needs_registry) + "]"
+_FORMATS_NEED_A_REGISTRY = cel(
+    f"has(self.kafka.schemaRegistry) || (self.sources.all(s, !has(s.format) || !(s.format in {_REGISTRY_FORMATS})) "
+    f"&& (!has(self.tables) || self.tables.all(t, !has(t.format) || !(t.format in {_REGISTRY_FORMATS}))))",
+    f"formats {_REGISTRY_FORMATS} read each record's schema from a registry: set spec.kafka.schemaRegistry",
+    field_path=".kafka",
+)
+
 
 class StreamAppSpec(ApiModel):
     """The desired pipeline: Kafka sources and tables, derived streams, and sinks."""
 
-    model_config = api_config(_EXECUTORS_IN_BOUNDS, _EXECUTORS_ONLY_IN_MANUAL_MODE, _MANUAL_MODE_NEEDS_EXECUTORS)
+    model_config = api_config(_EXECUTORS_IN_BOUNDS, _EXECUTORS_ONLY_IN_MANUAL_MODE, _MANUAL_MODE_NEEDS_EXECUTORS,
+                              _FORMATS_NEED_A_REGISTRY)
 
     image: Annotated[str | None, RESTART] = Field(
         default=None,

@@ -48,6 +48,6 @@ def dead_letter_rows(bad: DataFrame, source: Source) -> DataFrame:
 def read_back(spark: SparkSession, source: Source, options: dict[str, str], begin: dict, end: dict):
     """The bad records between ``begin`` and ``end`` (per partition) as (key, value, headers) tuples,
     read from Kafka and parsed as the pipeline parsed them; streamed to the driver."""
-    bad = dead_letter_rows(bad_of(read_kafka_range(spark, options, begin, end), source), source)
+    bad = dead_letter_rows(bad_of(read_kafka_range(spark, options, begin, end), source, options), source)
     for row in bad.toLocalIterator():
         yield row["key"], row["value"], [(h["key"], h["value"]) for h in row["headers"]]

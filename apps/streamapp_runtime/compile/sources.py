@@ -19,7 +19,9 @@ from streamapp_api import Source, Table
 from streamapp_api.durations import spark_interval
 
 from streamapp_runtime import spark_compat
+from streamapp_runtime.compile.avro_values import ReaderSchema, Registry, avro_values, topic_subject
 from streamapp_runtime.compile.frame import Frame
+from streamapp_runtime.plan import REGISTRY_URL_OPTION, REGISTRY_USER_INFO_OPTION
 
 log = logging.getLogger("streamapp.runtime")
 
@@ -87,13 +89,19 @@ def spark_source_name(name: str) -> str:
     return name.replace("-", "_")
 
 
+def spark_kafka_options(options: dict[str, str]) -> dict[str, str]:
+    """The options Spark's Kafka source is given: the readers' (plan.kafka_options) but the runtime's
+    own (``streamapp.``: the schema registry's). Pure."""
+    return {k: v for k, v in options.items() if not k.startswith("streamapp.")}
+
+
 def read_kafka(spark: SparkSession, topics: list[str], options: dict[str, str], starting: str,
                max_offsets: int | None = None, fail_on_data_loss: bool = True, *, name: str) -> DataFrame:
     """``name``: the name the query's checkpoint knows this source by (unique in the query), when the
     session names its sources (spark_compat.name_source)."""
     # Committed records only, unless the app's options say otherwise: an upstream app writing with
     # delivery exactly-once leaves aborted batches in the log that must not be read.
-    reader = spark.readStream.format("kafka").options(**{ISOLATION: "read_committed", **options})
+    reader = spark.readStream.format("kafka").options(**{ISOLATION: "read_committed", **spark_kafka_options(options)})
     reader = spark_compat.name_source(spark, reader, name)
     reader = reader.option("subscribe", ",".join(topics)).option("startingOffsets", starting)
     reader = reader.option("failOnDataLoss", str(fail_on_data_loss).lower())
@@ -112,7 +120,7 @@ def _metadata(raw: DataFrame) -> list[Column]:
     ]
 
 
-def parse(raw: DataFrame, item: Source | Table) -> DataFrame:
+def parse(raw: DataFrame, item: Source | Table, options: dict[str, str]) -> DataFrame:
     """Kafka rows -> metadata, value columns, raw key/value and ``__error`` (null when usable).
 
     Each value is parsed once. ``from_json`` flags text that is not one JSON object, or has a value
@@ -120,15 +128,15 @@ def parse(raw: DataFrame, item: Source | Table) -> DataFrame:
     ISO-8601 parsing (with or without fraction and offset, or epoch seconds).
     """
     keep = [*_metadata(raw), F.col("key").alias(RAW_KEY), F.col("value").alias(RAW_VALUE)]
-    return FORMATS[item.format].parse(raw, item, keep)
+    return FORMATS[item.format].parse(raw, item, keep, options)
 
 
-def _parse_string(raw: DataFrame, item: Source | Table, keep: list[Column]) -> DataFrame:
+def _parse_string(raw: DataFrame, item: Source | Table, keep: list[Column], options: dict[str, str]) -> DataFrame:
     """The value as text in one column ``value``; every record is usable."""
     return raw.select(*keep, F.col("value").cast("string").alias("value"), F.lit(None).cast("string").alias(ERROR))
 
 
-def _parse_json(raw: DataFrame, item: Source | Table, keep: list[Column]) -> DataFrame:
+def _parse_json(raw: DataFrame, item: Source | Table, keep: list[Column], options: dict[str, str]) -> DataFrame:
     """One JSON object per record, read with the declared schema; ``__error`` says what is wrong."""
     text = F.col("value").cast("string")
     schema = item.schema_ or {}
@@ -176,12 +184,42 @@ def _json_malformed_reason(item: Source | Table) -> Column:
         F.lit("malformed JSON: not a JSON object"))
 
 
+def _parse_avro(raw: DataFrame, item: Source | Table, keep: list[Column], options: dict[str, str]) -> DataFrame:
+    """Avro records in the Confluent wire format (compile/avro_values.py), read as the latest version of
+    each topic's value subject when the app starts; ``__error`` says why a record cannot be read."""
+    url = options.get(REGISTRY_URL_OPTION)
+    if url is None:
+        raise ValueError(f"{item.name}: format {item.format} needs spec.kafka.schemaRegistry")
+    registry = Registry(url, options.get(REGISTRY_USER_INFO_OPTION))
+    schema = item.schema_ or {}
+    topics = item.topic_list if isinstance(item, Source) else [item.topic]
+    decoded = None
+    for topic in topics:
+        reader = ReaderSchema.latest(registry, topic_subject(topic))
+        missing = sorted(set(schema) - set(reader.columns()))
+        if missing:
+            raise ValueError(f"{item.name}.schema: {', '.join(map(repr, missing))} not a field of {reader.subject} "
+                             f"version {reader.version} (fields: {', '.join(reader.columns())})")
+        one = avro_values(F.col("value"), registry, reader, ERROR)
+        decoded = one if decoded is None else F.when(F.col("topic") == topic, one).otherwise(decoded)
+    parsed = raw.select(*keep, decoded.alias(PARSED))
+    columns = [F.col(f"{PARSED}.`{name}`").cast(type_text).alias(name) for name, type_text in schema.items()]
+    error = F.col(f"{PARSED}.{ERROR}")
+    event_time = getattr(item, "event_time", None)
+    if event_time is not None:
+        error = F.when(error.isNull() & F.col(f"{PARSED}.`{event_time}`").isNull(),
+                       F.lit(f"missing event time: field {event_time!r} is null")).otherwise(error)
+    metadata = [c for c in parsed.columns if c != PARSED]
+    return parsed.select(*metadata, *columns, error.alias(ERROR))
+
+
 @dataclass(frozen=True)
 class ValueReader:
     """How the runtime reads one value format (streamapp_api.sources.VALUE_FORMATS declares it)."""
 
-    # Kafka rows -> metadata, value columns, raw key/value and __error (null when usable).
-    parse: Callable[[DataFrame, Source | Table, list[Column]], DataFrame]
+    # Kafka rows, the columns kept, the readers' options -> metadata, value columns, raw key/value and
+    # __error (null when usable).
+    parse: Callable[[DataFrame, Source | Table, list[Column], dict[str, str]], DataFrame]
     # For a record __error flags "malformed": the reason the dead-letter topic gets. None for a format
     # whose records cannot be malformed.
     malformed_reason: Callable[[Source | Table], Column] | None = None
@@ -191,6 +229,8 @@ class ValueReader:
 FORMATS: dict[str, ValueReader] = {
     "string": ValueReader(_parse_string),
     "json": ValueReader(_parse_json, _json_malformed_reason),
+    # __error holds each unreadable record's own reason (avro_values.AvroDecoder.decode), never "malformed".
+    "avro": ValueReader(_parse_avro, lambda item: F.col(ERROR)),
 }
 
 
@@ -207,7 +247,7 @@ def source_frame(spark: SparkSession, source: Source, options: dict[str, str], n
     observed metrics), for the dead-letter writer to read back only the batches that had some."""
     raw = read_kafka(spark, source.topic_list, options, source.starting_offsets, source.max_offsets_per_trigger,
                      name=name)
-    df = parse(raw, source)
+    df = parse(raw, source, options)
     if count_bad:
         df = df.observe(bad_count_name(source.name, name), F.count_if(F.col(ERROR).isNotNull()).alias("bad"))
     good = df.where(F.col(ERROR).isNull()).drop(ERROR, RAW_KEY, RAW_VALUE)
@@ -222,7 +262,7 @@ def bad_records(spark: SparkSession, source: Source, options: dict[str, str],
     """The records of a source that cannot be used, with the reason spelled out (a stream)."""
     raw = read_kafka(spark, source.topic_list, options, source.starting_offsets, max_offsets,
                      name=spark_source_name(source.name))  # the dead-letter query reads this source only
-    return bad_of(raw, source)
+    return bad_of(raw, source, options)
 
 
 def read_kafka_range(spark: SparkSession, options: dict[str, str], start: dict[tuple[str, int], int],
@@ -238,14 +278,14 @@ def read_kafka_range(spark: SparkSession, options: dict[str, str], start: dict[t
     assign = {}
     for topic, partition in sorted(end):
         assign.setdefault(topic, []).append(partition)
-    return (spark.read.format("kafka").options(**{ISOLATION: "read_committed", **options})
+    return (spark.read.format("kafka").options(**{ISOLATION: "read_committed", **spark_kafka_options(options)})
             .option("assign", json.dumps(assign)).option("startingOffsets", by_topic(start))
             .option("endingOffsets", by_topic(end)).option("failOnDataLoss", "false").load())
 
 
-def bad_of(raw: DataFrame, source: Source) -> DataFrame:
+def bad_of(raw: DataFrame, source: Source, options: dict[str, str]) -> DataFrame:
     """The Kafka rows that cannot be used, parsed as the pipeline parses them, with the reason."""
-    df = parse(raw, source)
+    df = parse(raw, source, options)
     bad = df.where(F.col(ERROR).isNotNull())
     explain = FORMATS[source.format].malformed_reason
     reason = F.col(ERROR) if explain is None else \

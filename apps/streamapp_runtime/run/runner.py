@@ -135,7 +135,7 @@ def compile_app(spark, app: StreamApp, settings: Settings) -> list[tuple[plan.Qu
     """Every query's DataFrame as `start` builds and checks it (plan_guard), none started, no Kafka
     reached, no sink touched."""
     check_expressions(spark, app, settings)
-    options = plan.kafka_options(app, settings.kafka_override, settings.kafka_env_options)
+    options = plan.kafka_options(app, settings.kafka_override, settings.kafka_env_options, settings.schema_registry_user_info)
     ctx = QueryContext(spark, Compiler(spark, app, options), app, settings, options, Metrics(app.metadata.name, {}, {}))
     plans = plan.query_plans(app, settings.checkpoint_root, settings.console, settings.available_now)
     frames = checked_frames(ctx, plans)
@@ -174,7 +174,7 @@ def start(spark, app: StreamApp, settings: Settings, quiet: bool = False, wait_f
     owner = fence or Fence(settings.checkpoint_root, owner_id(dict(os.environ)))
     owner.claim()  # a predecessor's time to stop passes while the expressions are checked
     check_expressions(spark, app, settings)  # before anything is waited for or written but the marker
-    options = plan.kafka_options(app, settings.kafka_override, settings.kafka_env_options)
+    options = plan.kafka_options(app, settings.kafka_override, settings.kafka_env_options, settings.schema_registry_user_info)
     owner.settle()
     restoring.at_start(app, settings.checkpoint_root, settings.app_base, dict(os.environ), owner)
     partitions, state_function = prepare_session(spark, app, settings, options, wait=wait_for_topics, stop=stop_requested)
@@ -384,7 +384,7 @@ def stale_after(app: StreamApp) -> float:
 def local_realtime_master(app: StreamApp, settings: Settings, stop: threading.Event | None = None) -> str:
     """A local run of a real-time app gets a task thread for every partition its queries hold at once
     (they mostly wait for records, so more threads than cores is what real-time mode wants)."""
-    options = plan.kafka_options(app, settings.kafka_override, settings.kafka_env_options)
+    options = plan.kafka_options(app, settings.kafka_override, settings.kafka_env_options, settings.schema_registry_user_info)
     counts = partition_counts(options, plan.input_topics(app), wait=True, stop=stop)
     return f"local[{max(2, realtime.task_slots(app, counts))}]"
 

@@ -31,6 +31,7 @@ class Settings:
     spark_conf: dict[str, str] = field(default_factory=dict)
     postgres_uris: dict[str, str] = field(default_factory=dict)  # secret name -> URI
     kafka_env_options: dict[str, str] = field(default_factory=dict)
+    schema_registry_user_info: str | None = None  # from spec.kafka.schemaRegistry.secretRef
     base: str | None = None  # where the app's state generations and snapshots live; None: the root's parent
 
     @property
@@ -207,4 +208,5 @@ def from_environment(*, checkpoint: str | None, app_name: str, kafka: str | None
         spark_conf=spark_conf,
         postgres_uris=uris,
         kafka_env_options=kafka_env_options(env),
+        schema_registry_user_info=env.get(contract.ENV_SCHEMA_REGISTRY_USER_INFO),
     )

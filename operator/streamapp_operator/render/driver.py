@@ -108,6 +108,10 @@ def _container(app: StreamApp, launch: Launch, restore_from: str | None, restore
         container["imagePullPolicy"] = spec.image_pull_policy
     if spec.kafka.secret_ref is not None:
         container["envFrom"] = [{"prefix": contract.ENV_KAFKA_PREFIX, "secretRef": {"name": spec.kafka.secret_ref.name}}]
+    registry = spec.kafka.schema_registry
+    if registry is not None and registry.secret_ref is not None:
+        container["env"].append({"name": contract.ENV_SCHEMA_REGISTRY_USER_INFO, "valueFrom": {"secretKeyRef": {
+            "name": registry.secret_ref.name, "key": contract.SCHEMA_REGISTRY_USER_INFO_KEY}}})
     return container
 
 

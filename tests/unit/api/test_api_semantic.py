@@ -277,7 +277,10 @@ def _with_source(**fields):
 
 @pytest.mark.parametrize("document, path, fragment", [
     # a value with no close match is a thing the API does not do, not a typo
-    (_with_source(format="avro"), "spec.sources[0].format", "'avro' is not supported; use one of 'json' or 'string'"),
+    (_with_source(format="protobuf"), "spec.sources[0].format",
+     "'protobuf' is not supported; use one of 'json', 'string' or 'avro'"),
+    (_with_source(format="avro", schema={"user": "string"}), "spec.sources[0].format",
+     "format avro reads each record's schema from a registry: set spec.kafka.schemaRegistry"),
     (_with_source(format="jsn"), "spec.sources[0].format", "'jsn' is not allowed (did you mean 'json'?)"),
     (_with_source(watermark=30), "spec.sources[0].watermark", "got the number 30: use a positive whole number"),
     (app_with([], kafka={"bootstrapServers": "k:9092", "options": {"auto.offset.reset": "latest"}}),

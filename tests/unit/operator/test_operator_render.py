@@ -62,6 +62,16 @@ def test_driver_pod_is_locked_down():
     assert pod["spec"]["restartPolicy"] == "Never"
 
 
+def test_the_schema_registry_credentials_reach_the_driver_from_their_secret_key():
+    registry = {"url": "http://sr:8081", "secretRef": {"name": "sr-creds"}}
+    container = _objects(kafka={"bootstrapServers": "k:9092", "schemaRegistry": registry})["Pod"]["spec"]["containers"][0]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["STREAMAPP_SCHEMA_REGISTRY_USER_INFO"]["valueFrom"] == {
+        "secretKeyRef": {"name": "sr-creds", "key": "basic.auth.user.info"}}
+    without = _objects(kafka={"bootstrapServers": "k:9092", "schemaRegistry": {"url": "http://sr:8081"}})
+    assert "STREAMAPP_SCHEMA_REGISTRY_USER_INFO" not in {e["name"] for e in without["Pod"]["spec"]["containers"][0]["env"]}
+
+
 def test_driver_pod_follows_the_runtime_contract():
     objects = _objects(state={"resetNonce": "7"}, kafka={"bootstrapServers": "k:9092", "secretRef": {"name": "creds"}})
     pod = objects["Pod"]

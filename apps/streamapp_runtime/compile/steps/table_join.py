@@ -33,7 +33,7 @@ TABLE_SIDE, STREAM_SIDE = 0, 1
 def table_changes(spark: SparkSession, table: Table, options: dict[str, str], name: str) -> DataFrame:
     """The table's changelog: (key, time, offset, value as JSON or null for a tombstone); ``name``: read_kafka's."""
     raw = read_kafka(spark, [table.topic], options, "earliest", fail_on_data_loss=False, name=name)
-    df = parse(raw, table)
+    df = parse(raw, table, options)
     deleted = F.col("__raw_value").isNull()
     df = df.where(deleted | F.col(ERROR).isNull())  # unreadable table records are skipped
     key = F.coalesce(F.col(table.key).cast("string"), F.col("_key")) if table.key != "_key" else F.col("_key")
