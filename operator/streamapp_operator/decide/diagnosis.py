@@ -36,6 +36,9 @@ def referenced_secrets(app: StreamApp) -> list[tuple[str, str | None, str]]:
     refs: list[tuple[str, str | None, str]] = []
     if app.spec.kafka.secret_ref is not None:
         refs.append((app.spec.kafka.secret_ref.name, None, "spec.kafka.secretRef"))
+    registry = app.spec.kafka.schema_registry
+    if registry is not None and registry.secret_ref is not None:  # the key the driver's env reads
+        refs.append((registry.secret_ref.name, contract.SCHEMA_REGISTRY_USER_INFO_KEY, "spec.kafka.schemaRegistry.secretRef"))
     for i, sink in enumerate(app.spec.sinks):
         refs += [(ref.secret, ref.key, f"spec.sinks[{i}].{sink.kind}{ref.field}") for ref in sink.target.secret_env()]
     s3 = app.spec.state.checkpoint.s3

@@ -125,6 +125,12 @@ def test_an_object_store_checkpoint_names_both_keys_of_its_secret():
     assert referenced_secrets(app) == [("s3-keys", "AWS_ACCESS_KEY_ID", field), ("s3-keys", "AWS_SECRET_ACCESS_KEY", field)]
 
 
+def test_the_schema_registry_secret_is_needed_for_its_one_key():
+    registry = {"url": "http://sr:8081", "secretRef": {"name": "sr-creds"}}
+    app = make_app(kafka={"bootstrapServers": "kafka:9092", "schemaRegistry": registry})
+    assert referenced_secrets(app) == [("sr-creds", "basic.auth.user.info", "spec.kafka.schemaRegistry.secretRef")]
+
+
 def test_missing_secrets_and_keys_are_named_with_the_field_that_names_them():
     app = make_app(kafka={"bootstrapServers": "kafka:9092", "secretRef": {"name": "kafka-auth"}})
     assert referenced_secrets(app) == [("kafka-auth", None, "spec.kafka.secretRef")]
