@@ -155,3 +155,35 @@ def test_an_app_reads_avro_values_across_a_new_writer_schema_and_dead_letters_th
     assert letters["x"]["headers"]["streamapp.error"] == "unknown schema id 987654: the registry has no Avro schema of that id"
     assert letters["j"]["headers"]["streamapp.error"].startswith("not in the Confluent wire format")
     assert letters["j"]["value"] == {"user": "j"}  # untouched: it can be replayed once fixed
+
+
+@pytest.mark.slow
+def test_a_table_of_avro_values_is_joined_and_its_tombstones_delete(kafka, schema_registry, spark, names, tmp_path):
+    """A table of format avro: the latest value per key, a null value (tombstone) deleting its key
+    rather than being an unreadable record."""
+    from streamapp_testkit.runtime import app, consume, run_available_now
+    from streamapp_testkit.runtime import produce as produce_json
+
+    orders, profiles, out = names("orders"), names("profiles"), names("out")
+    for topic in (orders, profiles, out):
+        create_topic(kafka.bootstrap, topic, partitions=1)
+    profile_schema = {"type": "record", "name": "Profile", "fields": [
+        {"name": "user_id", "type": "string"}, {"name": "tier", "type": "string"}]}
+    profile = _serializer(schema_registry, profile_schema, profiles)
+    produce(kafka.bootstrap, profiles, [(b"u1", profile({"user_id": "u1", "tier": "gold"})),
+                                        (b"u2", profile({"user_id": "u2", "tier": "silver"})), (b"u2", None)])
+    produce_json(kafka.bootstrap, orders, [(f"o{i}", {"order_id": f"o{i}", "user_id": u}) for i, u in enumerate(["u1", "u2"])])
+    the_app = app(names("app"), {
+        "kafka": {"bootstrapServers": "kafka:9092", "schemaRegistry": {"url": schema_registry.url}},
+        "sources": [{"name": "orders", "topic": orders, "schema": {"order_id": "string", "user_id": "string"}}],
+        "tables": [{"name": "profiles", "topic": profiles, "key": "user_id", "format": "avro",
+                    "schema": {"user_id": "string", "tier": "string"}}],
+        "streams": [{"name": "enriched", "from": "orders",
+                     "steps": [{"join": {"table": "profiles", "key": "user_id", "type": "left"}}]}],
+        "sinks": [{"from": "enriched", "kafka": {"topic": out, "key": "order_id"}}],
+    })
+
+    run_available_now(spark, the_app, kafka, tmp_path)
+
+    got = {r["key"]: r["value"].get("tier") for r in consume(kafka.bootstrap, out, expect=2)}
+    assert got == {"o0": "gold", "o1": None}
