@@ -23,7 +23,10 @@ from .errors import Issue
 from .expressions import sql_problems
 from .pods import placement_issues
 from .sinks import ONE_TARGET_MESSAGE
-from .sources import KAFKA_OPTION_HINTS, SCHEMA_TYPE_HELP, SPARK_MANAGED_KAFKA_OPTIONS, Source, SparkTypeError, Table, parse_spark_type
+from .sources import (
+    KAFKA_OPTION_HINTS, SCHEMA_TYPE_HELP, SPARK_MANAGED_KAFKA_OPTIONS, SUBJECT_NEEDS_A_REGISTRY_FORMAT, Source, SparkTypeError,
+    Table, parse_spark_type,
+)
 from .spec import (
     APP_NAME_HELP, APP_NAME_PATTERN, HEALTH_WINDOW_MESSAGE, HEALTH_WINDOW_MIN_SECONDS, RESTORE_WITHOUT_RESET,
     SNAPSHOT_EVERY_MESSAGE, SNAPSHOT_EVERY_MIN_SECONDS, StreamApp,
@@ -93,6 +96,8 @@ def check_source(source: Source | Table, path: str) -> Iterator[Issue]:
     problem = source.value_format.schema_problem(source.format, source.schema_ is not None)
     if problem:
         yield Issue(f"{path}.schema", problem)
+    if source.subject is not None and not source.value_format.needs_registry:  # twin of sources._SUBJECT_RULE
+        yield Issue(f"{path}.subject", SUBJECT_NEEDS_A_REGISTRY_FORMAT)
     yield from _columns_ok(source.schema_, f"{path}.schema")
     for column, type_text in (source.schema_ or {}).items():
         try:

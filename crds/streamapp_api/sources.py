@@ -238,6 +238,22 @@ def _schema_rule(name: str, kind: ValueFormatKind) -> dict[str, Any]:
 
 
 _SCHEMA_RULES = [_schema_rule(name, kind) for name, kind in VALUE_FORMATS.items()]
+_REGISTRY_FORMATS = [name for name, kind in VALUE_FORMATS.items() if kind.needs_registry]
+SUBJECT_NEEDS_A_REGISTRY_FORMAT = f"subject names the registry's subject of formats {', '.join(_REGISTRY_FORMATS)}; " \
+    "remove it, or set one of those formats"
+_SUBJECT_RULE = cel(
+    "!has(self.subject) || (has(self.format) && self.format in [" + ", ".join(f"'{n}'" for n in _REGISTRY_FORMATS) + "])",
+    SUBJECT_NEEDS_A_REGISTRY_FORMAT, field_path=".subject")
+
+
+def _subject_field() -> Any:
+    return Field(
+        default=None, min_length=1, max_length=255,
+        description="For format avro: the registry subject whose latest version, when the app starts, is "
+        "the reader schema. Default '<topic>-value' (TopicNameStrategy, the serializers' default); "
+        "the record's full name under RecordNameStrategy, '<topic>-<full name>' under "
+        "TopicRecordNameStrategy.",
+    )
 
 
 def record_columns(value_format: str, schema: dict[str, str] | None) -> set[str]:
@@ -252,7 +268,7 @@ _SOURCE_STATE = ChangeClass("incompatible", "the checkpoint records offsets per 
 class Source(ApiModel):
     """A stream of records read from Kafka (Kafka Streams: KStream). Every record is an event."""
 
-    model_config = api_config(_ONE_TOPIC, *_SCHEMA_RULES)
+    model_config = api_config(_ONE_TOPIC, *_SCHEMA_RULES, _SUBJECT_RULE)
 
     name: Name = Field(description="Name other streams and sinks use to read this source.")
     topic: Annotated[Topic | None, _SOURCE_STATE] = Field(
@@ -278,6 +294,7 @@ class Source(ApiModel):
         "the Avro record with their Spark SQL types (checked against the registry at start). Every "
         "row also carries the metadata columns _key, _timestamp, _topic, _partition and _offset."
     )
+    subject: Annotated[str | None, RESTART] = _subject_field()
     event_time: Annotated[Column | None, _SOURCE_STATE] = Field(
         default=None,
         description="Column holding the event time (type timestamp). Windows, watermarks and "
@@ -332,7 +349,7 @@ class Table(ApiModel):
     beginning of the topic so the table is complete; streams look rows up in it with a join step.
     """
 
-    model_config = api_config(*_SCHEMA_RULES)
+    model_config = api_config(*_SCHEMA_RULES, _SUBJECT_RULE)
 
     name: Name = Field(description="Name join steps use to look rows up in this table.")
     topic: Annotated[Topic, _TABLE_STATE] = Field(
@@ -351,6 +368,7 @@ class Table(ApiModel):
         "Columns of a JSON value, or fields of an Avro record: column name -> Spark SQL type. "
         "Required for formats json and avro."
     )
+    subject: Annotated[str | None, RESTART] = _subject_field()
     ttl: Annotated[Duration | None, _TTL] = Field(
         default=None,
         description="Forget keys not updated for this long (bounds state size). Default: keep forever.",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import struct
+import uuid
 
 import pytest
 
@@ -187,3 +188,35 @@ def test_a_table_of_avro_values_is_joined_and_its_tombstones_delete(kafka, schem
 
     got = {r["key"]: r["value"].get("tier") for r in consume(kafka.bootstrap, out, expect=2)}
     assert got == {"o0": "gold", "o1": None}
+
+
+@pytest.mark.slow
+def test_a_source_reads_the_subject_it_names_under_the_record_name_strategy(
+        kafka, schema_registry, spark, names, tmp_path):
+    """Producers under RecordNameStrategy register the record's full name as the subject; the source
+    names that subject."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient, record_subject_name_strategy
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    from streamapp_testkit.runtime import app, consume, run_available_now
+
+    topic, out = names("clicks"), names("out")
+    for name in (topic, out):
+        create_topic(kafka.bootstrap, name, partitions=1)
+    record = {**CLICK_V1, "name": f"Click{uuid.uuid4().hex[:8]}"}  # a subject of this test's own
+    serializer = AvroSerializer(SchemaRegistryClient(schema_registry.client_conf()), json.dumps(record),
+                                conf={"subject.name.strategy": record_subject_name_strategy})
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    produce(kafka.bootstrap, topic, [(b"a", serializer({"user": "a", "n": 1, "at": 0}, ctx))])
+    subject = f"io.streamapp.test.{record['name']}"
+    the_app = app(names("app"), {
+        "kafka": {"bootstrapServers": "kafka:9092", "schemaRegistry": {"url": schema_registry.url}},
+        "sources": [{"name": "clicks", "topic": topic, "format": "avro", "subject": subject,
+                     "schema": {"user": "string", "n": "long"}}],
+        "sinks": [{"from": "clicks", "kafka": {"topic": out}}],
+    })
+
+    run_available_now(spark, the_app, kafka, tmp_path)
+
+    assert [(r["value"]["user"], r["value"]["n"]) for r in consume(kafka.bootstrap, out, expect=1)] == [("a", 1)]

@@ -186,7 +186,8 @@ def _json_malformed_reason(item: Source | Table) -> Column:
 
 def _parse_avro(raw: DataFrame, item: Source | Table, keep: list[Column], options: dict[str, str]) -> DataFrame:
     """Avro records in the Confluent wire format (compile/avro_values.py), read as the latest version of
-    each topic's value subject when the app starts; ``__error`` says why a record cannot be read."""
+    the item's subject (default: each topic's value subject) when the app starts; ``__error`` says why a
+    record cannot be read."""
     url = options.get(REGISTRY_URL_OPTION)
     if url is None:
         raise ValueError(f"{item.name}: format {item.format} needs spec.kafka.schemaRegistry")
@@ -195,7 +196,7 @@ def _parse_avro(raw: DataFrame, item: Source | Table, keep: list[Column], option
     topics = item.topic_list if isinstance(item, Source) else [item.topic]
     decoded = None
     for topic in topics:
-        reader = ReaderSchema.latest(registry, topic_subject(topic))
+        reader = ReaderSchema.latest(registry, item.subject or topic_subject(topic))
         missing = sorted(set(schema) - set(reader.columns()))
         if missing:
             raise ValueError(f"{item.name}.schema: {', '.join(map(repr, missing))} not a field of {reader.subject} "

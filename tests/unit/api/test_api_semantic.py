@@ -281,6 +281,8 @@ def _with_source(**fields):
      "'protobuf' is not supported; use one of 'json', 'string' or 'avro'"),
     (_with_source(format="avro", schema={"user": "string"}), "spec.sources[0].format",
      "format avro reads each record's schema from a registry: set spec.kafka.schemaRegistry"),
+    (_with_source(subject="io.shop.Click"), "spec.sources[0].subject",
+     "subject names the registry's subject of formats avro; remove it, or set one of those formats"),
     (_with_source(format="jsn"), "spec.sources[0].format", "'jsn' is not allowed (did you mean 'json'?)"),
     (_with_source(watermark=30), "spec.sources[0].watermark", "got the number 30: use a positive whole number"),
     (app_with([], kafka={"bootstrapServers": "k:9092", "options": {"auto.offset.reset": "latest"}}),
