@@ -220,3 +220,24 @@ def test_a_source_reads_the_subject_it_names_under_the_record_name_strategy(
     run_available_now(spark, the_app, kafka, tmp_path)
 
     assert [(r["value"]["user"], r["value"]["n"]) for r in consume(kafka.bootstrap, out, expect=1)] == [("a", 1)]
+
+
+def test_each_record_is_decoded_once_however_many_filters_read_its_fields(schema_registry, spark):
+    """Spark copies a deterministic UDF into each filter it pushes below the projection that reads the
+    UDF's fields, and the records were decoded once for each. The decoder is one node of the plan."""
+    from datetime import datetime
+
+    from pyspark.sql import functions as F
+
+    from streamapp_api import Source
+    from streamapp_runtime.compile.sources import ERROR, parse
+    from streamapp_runtime.plan import REGISTRY_URL_OPTION
+
+    value = _serializer(schema_registry, CLICK_V1, "once")({"user": "a", "n": 1, "at": 0})
+    raw = spark.createDataFrame([(b"k", value, "once", 0, 0, datetime(2026, 1, 1))],
+                                "key binary, value binary, topic string, partition int, offset long, timestamp timestamp")
+    source = Source.model_validate({"name": "s", "topic": "once", "format": "avro", "schema": {"user": "string", "n": "long"}})
+    good = parse(raw, source, {REGISTRY_URL_OPTION: schema_registry.url}).where(F.col(ERROR).isNull()).where(F.col("n") > 0)
+
+    assert good._jdf.queryExecution().executedPlan().toString().count("ArrowEvalPython") == 1
+    assert [(r.user, r.n) for r in good.collect()] == [("a", 1)]

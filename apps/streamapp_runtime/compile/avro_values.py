@@ -217,4 +217,7 @@ def avro_values(value, registry: Registry, reader: ReaderSchema, error_column: s
         # object columns: a column of ints with a null in it stays ints (not floats with NaN).
         return pd.DataFrame(rows, columns=[*columns, error_column], dtype=object)
 
-    return decode(value)
+    # Nondeterministic, so that Spark keeps one evaluation: a deterministic UDF is copied into each
+    # filter pushed below the projection that reads its fields (the pipeline's filter on __error, say),
+    # and every record was decoded once more for each (two ArrowEvalPython nodes in the plan, now one).
+    return decode.asNondeterministic()(value)
