@@ -47,7 +47,7 @@ def _parsed(spark, values, fast: bool):
     spark.conf.set(sources.FAST_JSON_CONF, str(fast).lower())
     try:
         source = Source.model_validate({"name": "clicks", "topic": "t", "format": "json", "schema": SCHEMA})
-        frame = sources.parse(_kafka_rows(spark, values), source)
+        frame = sources.parse(_kafka_rows(spark, values), source, {})
         return [tuple(row) for row in frame.orderBy("_offset").collect()]
     finally:
         spark.conf.unset(sources.FAST_JSON_CONF)

@@ -166,8 +166,8 @@ def test_a_json_source_is_parsed_once_per_record_whatever_filters_follow(spark):
          (None, b'{"user": "u2", "event": "view", "ts": "2026-01-01T00:00:01Z"}', "clicks", 0, 1, datetime(2026, 1, 1)),
          (None, b"{not json", "clicks", 0, 2, datetime(2026, 1, 1))],
         "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP")
-    good = parse(raw, source).where(F.col(ERROR).isNull()).where(F.col("event") == "click").where(F.col("user") != "")
+    good = parse(raw, source, {}).where(F.col(ERROR).isNull()).where(F.col("event") == "click").where(F.col("user") != "")
     plan = good._jdf.queryExecution().optimizedPlan().toString()
     assert plan.count("from_json") == 1, plan
     assert [r["user"] for r in good.collect()] == ["u1"]
-    assert [r[ERROR] for r in parse(raw, source).where(F.col(ERROR).isNotNull()).collect()] == ["malformed"]
+    assert [r[ERROR] for r in parse(raw, source, {}).where(F.col(ERROR).isNotNull()).collect()] == ["malformed"]
