@@ -112,6 +112,12 @@ REGISTRY_URL_OPTION = "streamapp.schemaRegistry.url"
 REGISTRY_USER_INFO_OPTION = "streamapp.schemaRegistry.userInfo"
 
 
+def spark_kafka_options(options: dict[str, str]) -> dict[str, str]:
+    """The options Spark's Kafka source or sink is given: ``options`` (kafka_options) but the runtime's
+    own (``streamapp.``: the schema registry's URL and credentials, which Spark would show). Pure."""
+    return {k: v for k, v in options.items() if not k.startswith("streamapp.")}
+
+
 def input_topics(app: StreamApp) -> list[str]:
     topics = [t for s in app.spec.sources for t in s.topic_list] + [t.topic for t in app.spec.tables]
     return sorted(set(topics))

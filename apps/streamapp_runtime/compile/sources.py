@@ -21,7 +21,7 @@ from streamapp_api.durations import spark_interval
 from streamapp_runtime import spark_compat
 from streamapp_runtime.compile.avro_values import ReaderSchema, Registry, avro_values, topic_subject
 from streamapp_runtime.compile.frame import Frame
-from streamapp_runtime.plan import REGISTRY_URL_OPTION, REGISTRY_USER_INFO_OPTION
+from streamapp_runtime.plan import REGISTRY_URL_OPTION, REGISTRY_USER_INFO_OPTION, spark_kafka_options
 
 log = logging.getLogger("streamapp.runtime")
 
@@ -87,12 +87,6 @@ def spark_source_name(name: str) -> str:
     """A source's or table's name as Spark takes it (ASCII letters, digits and '_'): '-' becomes '_'.
     It keys the source's offsets in the checkpoint, so it must never change for a name. Pure."""
     return name.replace("-", "_")
-
-
-def spark_kafka_options(options: dict[str, str]) -> dict[str, str]:
-    """The options Spark's Kafka source is given: the readers' (plan.kafka_options) but the runtime's
-    own (``streamapp.``: the schema registry's). Pure."""
-    return {k: v for k, v in options.items() if not k.startswith("streamapp.")}
 
 
 def read_kafka(spark: SparkSession, topics: list[str], options: dict[str, str], starting: str,

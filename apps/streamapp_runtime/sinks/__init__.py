@@ -22,7 +22,7 @@ from streamapp_runtime.compile.compiler import Compiler
 from streamapp_runtime.compile.dlq import dead_letters
 from streamapp_runtime.compile.frame import INTERNAL_PREFIX
 from streamapp_runtime.connections import admin_config, postgres_uri
-from streamapp_runtime.plan import QueryPlan, reader_options
+from streamapp_runtime.plan import QueryPlan, reader_options, spark_kafka_options
 from streamapp_runtime.sinks import kafka as kafka_sink
 from streamapp_runtime.sinks import kafka_transactions as kafka_eos
 from streamapp_runtime.sinks import postgres as pg_sink
@@ -94,7 +94,7 @@ def _to_kafka(ctx: QueryContext, qp: QueryPlan, df: DataFrame, topic: str, deliv
     if delivery == "exactly-once":
         target = kafka_eos.Target(admin_config(ctx.options), topic, qp.name)
         return df.writeStream.foreachBatch(kafka_eos.batch_writer(target, ctx.metrics.written, ctx.metrics.transactions))
-    return df.writeStream.format("kafka").options(**ctx.options).option("topic", topic)
+    return df.writeStream.format("kafka").options(**spark_kafka_options(ctx.options)).option("topic", topic)
 
 
 def _kafka_writer(ctx: QueryContext, qp: QueryPlan, df: DataFrame) -> DataStreamWriter:

@@ -41,3 +41,16 @@ def test_subjects_follow_the_topic_name_strategy():
     assert (topic_subject("clicks"), topic_subject("clicks", "key")) == ("clicks-value", "clicks-key")
     with pytest.raises(ValueError):
         topic_subject("clicks", "header")
+
+
+def test_the_registry_reaches_the_readers_but_never_spark():
+    from streamapp_api import load
+    from streamapp_runtime.plan import REGISTRY_URL_OPTION, REGISTRY_USER_INFO_OPTION, kafka_options, spark_kafka_options
+
+    app = load({"apiVersion": "streamapp.io/v1alpha1", "kind": "StreamApp", "metadata": {"name": "avro"},
+                "spec": {"kafka": {"bootstrapServers": "k:9092", "schemaRegistry": {"url": "http://sr:8081"}},
+                         "sources": [{"name": "s", "topic": "t", "format": "avro", "schema": {"a": "string"}}],
+                         "sinks": [{"from": "s", "kafka": {"topic": "out"}}]}})
+    options = kafka_options(app, None, {}, "user:secret")
+    assert (options[REGISTRY_URL_OPTION], options[REGISTRY_USER_INFO_OPTION]) == ("http://sr:8081", "user:secret")
+    assert spark_kafka_options(options) == {"kafka.bootstrap.servers": "k:9092"}
