@@ -1,6 +1,6 @@
 # The two images of streamapp, from one Debian bookworm (or compatible) base:
 #   operator  Python, kopf and the operator package; no JVM, no pyspark.  USER 10001.
-#   runtime   JRE 17, Python, pyspark with the Kafka and S3A connector jars and the runtime's own jar
+#   runtime   JRE 17, Python, pyspark with the Kafka, S3A and Delta Lake jars and the runtime's own jar
 #             (the JSON fast path) in Spark's jars folder, the runtime package; the same image runs
 #             the driver (`streamapp run ...`) and the executors the driver starts (`executor`, see
 #             entrypoint.sh).  USER 185 (Spark's).
@@ -110,7 +110,7 @@ RUN echo /opt/streamapp >"$(/opt/venv/bin/python -c 'import sysconfig; print(sys
  && python -c 'import pyspark, streamapp_runtime.cli, pyspark.sql.streaming.proto.StateMessage_pb2' \
  && ls /opt/spark/jars/spark-sql-kafka-0-10_*.jar /opt/spark/jars/spark-kubernetes_*.jar \
       /opt/spark/jars/hadoop-aws-*.jar /opt/spark/jars/s3-transfer-manager-*.jar \
-      /opt/spark/jars/streamapp-runtime-*.jar >/dev/null
+      /opt/spark/jars/streamapp-runtime-*.jar /opt/spark/jars/delta-spark_*.jar >/dev/null
 USER 185:185
 WORKDIR /tmp
 ENTRYPOINT ["/opt/entrypoint.sh"]

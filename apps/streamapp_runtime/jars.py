@@ -7,6 +7,9 @@ already ship) from Maven Central into ``$STREAMAPP_CACHE/jars/spark-kafka-<spark
 query starts. The same folder gets the runtime's own jar, compiled with the JDK's javac against the
 installed pyspark's jars (``jvm/`` beside this file: the JSON fast path of
 ``compile.sources``); its name carries a hash of its sources, so a changed source builds it again.
+The pom also brings Delta Lake for the Spark versions Delta is built for (the delta sink). The
+folder's completion mark holds a hash of the pom, so a folder resolved with an older pom (one without
+Delta, say) is resolved again.
 The test bed (`make deps`) fills the same folder through this command; the runtime image has the
 jars in Spark's own folder instead.
 """
@@ -42,6 +45,23 @@ def default_dir(version: str | None = None) -> Path:
     return cache_dir() / "jars" / f"spark-kafka-{version or spark_version()}"
 
 
+def minor_version(version: str) -> str:
+    """'4.2' of '4.2.0': Delta's artifacts are named after Spark's minor version (the pom's profiles)."""
+    return ".".join(version.split(".")[:2])
+
+
+def pom_digest() -> str:
+    """What a complete folder's mark holds: the pom it was resolved with, hashed."""
+    return hashlib.sha256(POM.read_bytes()).hexdigest()[:16]
+
+
+def resolved_with_this_pom(folder: Path) -> bool:
+    try:
+        return (folder / COMPLETE).read_text().strip() == pom_digest()
+    except FileNotFoundError:
+        return False
+
+
 def resolved_jars(folder: Path | None = None) -> str | None:
     """The jars of a complete resolution, comma-separated for `spark.jars`; None when there is none."""
     try:
@@ -62,7 +82,8 @@ def resolve(dest: Path, version: str, maven_repo: Path | None = None, offline: b
         raise FileNotFoundError(f"{mvn} not found: install Maven (e.g. `apt-get install maven`) and Java 17")
     partial = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=_made(dest.parent)))
     try:
-        command = [mvn, "-q", "-B", "-f", str(POM), f"-Dspark.version={version}", "dependency:copy-dependencies",
+        command = [mvn, "-q", "-B", "-f", str(POM), f"-Dspark.version={version}",
+                   f"-Dspark.minor={minor_version(version)}", "dependency:copy-dependencies",
                    "-DincludeScope=runtime", f"-DoutputDirectory={partial}"]
         if maven_repo:
             command.insert(1, f"-Dmaven.repo.local={maven_repo}")
@@ -75,7 +96,7 @@ def resolve(dest: Path, version: str, maven_repo: Path | None = None, offline: b
         if not any(j.name.startswith("spark-sql-kafka-") for j in jars):
             raise RuntimeError(f"mvn resolved no spark-sql-kafka jar for Spark {version}")
         build_runtime_jar(partial, version)
-        (partial / COMPLETE).touch()
+        (partial / COMPLETE).write_text(pom_digest() + "\n")
         shutil.rmtree(dest, ignore_errors=True)
         partial.rename(dest)
         return sorted(dest.glob("*.jar"))
@@ -135,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
     version = args.spark_version or spark_version()
     dest = args.dest or default_dir(version)
     try:
-        if not args.force and resolved_jars(dest):
+        if not args.force and resolved_jars(dest) and resolved_with_this_pom(dest):
             if not (dest / runtime_jar_name(version)).is_file():  # resolved before its sources changed
                 print(f"{dest}: built {build_runtime_jar(dest, version).name}")
             print(f"{dest}: already resolved")
