@@ -46,7 +46,7 @@ def default_dir(version: str | None = None) -> Path:
 
 
 def minor_version(version: str) -> str:
-    """'4.2' of '4.2.0': Delta's artifacts are named after Spark's minor version (the pom's profiles)."""
+    """The first two numbers of a Spark version: Delta's artifacts are named after them (the pom's profiles)."""
     return ".".join(version.split(".")[:2])
 
 
