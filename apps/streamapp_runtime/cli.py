@@ -86,6 +86,9 @@ def run(args: argparse.Namespace) -> int:
                                             app.spec.state.checkpoint.spark_conf()))
     for key, value in (app.spec.spark_conf or {}).items():
         conf.setdefault(key, value)
+    from streamapp_runtime.sinks import session_conf
+
+    conf = session_conf(app, conf)
     if args.dry_run:
         return dry_run(app, settings, conf)
     return execute(app, settings, conf, choose_local_master=app.spec.realtime and "spark.master" not in given)

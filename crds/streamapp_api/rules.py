@@ -307,5 +307,7 @@ def check_objects(app: StreamApp) -> list[Issue]:
     for i, sink in enumerate(app.spec.sinks):
         if len(sink.targets()) != 1:
             issues.append(Issue(f"spec.sinks[{i}]", ONE_TARGET_MESSAGE))
+        for kind, target in sink.targets():
+            issues.extend(Issue(f"spec.sinks[{i}].{kind}{f.field}", f.message, f.severity) for f in target.rule_findings())
     issues.extend(check_settings(app))
     return issues

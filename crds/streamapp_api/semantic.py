@@ -45,6 +45,7 @@ def _check_sinks(app: StreamApp, flows: dict[str, Flow]) -> list[Issue]:
             continue
         findings = target.stream_findings(flow.columns, flow.group_columns,
                                           lambda column: flow.missing(column, sink.from_))
+        findings += target.emit_findings(flow.emit or "final")
         issues.extend(Issue(f"{base}.{kind}{f.field}", f.message, f.severity) for f in findings)
     return issues
 

@@ -1,4 +1,5 @@
-"""Where results go: Kafka topics and Postgres tables. Each sink is one streaming query.
+"""Where results go: Kafka topics, Postgres tables, Parquet and Delta Lake tables. Each sink is one
+streaming query.
 
 Each sink kind is a ``SinkTarget`` model and a field of ``Sink`` named after the kind; it declares what
 the checks, the operator and the runtime ask of it (its target's name, the Secrets the driver needs,
@@ -29,6 +30,24 @@ DELIVERY_DESCRIPTION = (
     "costs a transaction per partition and batch (README, benchmark figures).")
 
 _PG_IDENT = r"^[a-z_][a-z0-9_]{0,62}(\.[a-z_][a-z0-9_]{0,62})?$"
+
+# A table's path: s3a://bucket/path, or a path relative to the app's own storage (its checkpoint volume,
+# or its object-store location), where the runtime puts it under tables/. Canonical by its pattern:
+# segments of ASCII letters, digits, '.', '_', '-', '=', '+', none starting with '.' (so no '.', '..' or
+# hidden folder), no empty segment, no %-encoding, no absolute path and no other scheme; the policy
+# (policy.places.table_refusal) decides which s3a:// locations a cluster allows.
+_TABLE_SEGMENT = r"[A-Za-z0-9_=+-][A-Za-z0-9._=+-]{0,127}"
+TABLE_PATH_PATTERN = rf"^(s3a://[a-z0-9][a-z0-9.-]{{1,61}}[a-z0-9]|{_TABLE_SEGMENT})(/{_TABLE_SEGMENT})*$"
+TABLES_FOLDER = "tables"  # under the app's own storage: where a relative table path is
+TABLE_PATH_DESCRIPTION = (
+    "Where the table is: s3a://bucket/path (on the object store the app's state.checkpoint.s3 reaches; "
+    "the operator policy 'tables.locations' may confine it), or a relative path such as clicks/daily, kept "
+    "under the app's own storage (tables/<path> beside its checkpoints: on its volume, or under its "
+    "object-store location). Path segments: ASCII letters, digits, '.', '_', '-', '=', '+', none starting "
+    "with '.'.")
+_FILE_SINK_APPEND = (
+    "appends each row once and never changes it: the stream must emit final rows (emit: final on a "
+    "windowed aggregation, or no aggregation)")
 
 
 @dataclass(frozen=True)
@@ -75,6 +94,18 @@ class SinkTarget(ApiModel):
 
     def realtime_findings(self) -> list[SinkFinding]:
         return [SinkFinding("", self.realtime_refused)] if self.realtime_refused else []
+
+    def rule_findings(self) -> list[SinkFinding]:
+        """The Python twins of the kind's own CEL rules (rules.check_objects runs them)."""
+        return []
+
+    def emit_findings(self, emit: str) -> list[SinkFinding]:
+        """Problems with the query's emit mode ('final': append, 'updates': update) for this kind."""
+        return []
+
+    def table_path(self) -> str | None:
+        """The path of the table written (s3a://, or relative to the app's storage), for a kind writing files."""
+        return None
 
 
 class KafkaSink(SinkTarget):
@@ -159,8 +190,121 @@ class PostgresSink(SinkTarget):
         return found
 
 
+def is_relative_table_path(path: str) -> bool:
+    """A table path kept under the app's own storage (TABLES_FOLDER), as opposed to an s3a:// URI."""
+    return not path.startswith("s3a://")
+
+
+def _table_findings(partition_by: Collection[str], columns: Collection[str],
+                    missing: Callable[[str], str]) -> list[SinkFinding]:
+    found = [SinkFinding(f".partitionBy[{j}]", missing(c)) for j, c in enumerate(partition_by) if c not in columns]
+    if columns and all(c in partition_by for c in columns if not c.startswith("_")):
+        found.append(SinkFinding(".partitionBy", "names every column of the stream: its files would hold no "
+                                 "data columns; partition by a few low-cardinality columns"))
+    return found
+
+
+def _partition_by() -> Any:
+    return Field(
+        default_factory=list,
+        max_length=8,
+        description="Columns whose values name the table's folders (column=value/...), in this order: a reader "
+        "filtering on them skips the other folders. Pick a few low-cardinality columns (a date, a region): "
+        "each distinct combination is a folder with files of its own in every micro-batch.",
+    )
+
+
+class ParquetSink(SinkTarget):
+    """Append rows as Parquet files to a folder, exactly once: Spark's file sink records the files of each
+    micro-batch in the folder's _spark_metadata log, and readers that read through it (Spark,
+    streamapp's tests) see a batch replayed after a crash once."""
+
+    realtime_refused: ClassVar[str | None] = (
+        "real-time mode writes to Kafka only (Spark's file sink runs micro-batches); write to a Kafka topic, ")
+
+    path: str = Field(pattern=TABLE_PATH_PATTERN, max_length=1024, description=TABLE_PATH_DESCRIPTION)
+    partition_by: list[Column] = _partition_by()
+
+    def target_name(self) -> str:
+        return self.path.rsplit("/", 1)[-1]
+
+    def table_path(self) -> str | None:
+        return self.path
+
+    def stream_findings(self, columns: Collection[str], group_columns: Collection[str] | None,
+                        missing: Callable[[str], str]) -> list[SinkFinding]:
+        return _table_findings(self.partition_by, columns, missing)
+
+    def emit_findings(self, emit: str) -> list[SinkFinding]:
+        return [SinkFinding("", f"a parquet sink {_FILE_SINK_APPEND}")] if emit != "final" else []
+
+
+DeltaMode = Literal["append", "upsert"]
+DELTA_KEY_RULE = "mode: upsert needs key (the columns a row is merged on), and key is only read by mode: upsert"
+
+
+class DeltaSink(SinkTarget):
+    """Write rows to a Delta Lake table, exactly once. append: Spark's Delta sink, which records each
+    micro-batch's id in the table's transaction log with the query's id, so a replayed batch is not
+    added again. upsert: a MERGE by key per micro-batch (insert new keys, update existing ones), tagged
+    with the query's id and the batch id in the same log, so a replayed batch changes nothing."""
+
+    model_config = api_config(cel("(self.mode == 'upsert') == has(self.key)", DELTA_KEY_RULE, field_path=".key"))
+
+    realtime_refused: ClassVar[str | None] = (
+        "real-time mode writes to Kafka only (Spark has no real-time writer for Delta); write to a Kafka topic, ")
+
+    path: str = Field(pattern=TABLE_PATH_PATTERN, max_length=1024, description=TABLE_PATH_DESCRIPTION)
+    partition_by: list[Column] = _partition_by()
+    mode: DeltaMode = Field(
+        default="append",
+        description="append: every row is added (the stream must emit final rows). upsert: rows are merged "
+        "into the table by key, a row with an existing key replacing it (any emit mode; emit: updates "
+        "keeps a window's row current as it changes).")
+    key: list[Column] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=16,
+        description="With mode: upsert, the columns identifying a row (for windowed aggregates include "
+        "window_start). A micro-batch holding several rows of one key merges one of them, which one "
+        "undefined: an aggregation emits one row per key and batch, a stateless stream may not.",
+        json_schema_extra={"x-kubernetes-list-type": "set"},
+    )
+
+    def target_name(self) -> str:
+        return self.path.rsplit("/", 1)[-1]
+
+    def table_path(self) -> str | None:
+        return self.path
+
+    def rule_findings(self) -> list[SinkFinding]:
+        return [] if (self.mode == "upsert") == (self.key is not None) else [SinkFinding(".key", DELTA_KEY_RULE)]
+
+    def stream_findings(self, columns: Collection[str], group_columns: Collection[str] | None,
+                        missing: Callable[[str], str]) -> list[SinkFinding]:
+        found = _table_findings(self.partition_by, columns, missing)
+        key = self.key or []
+        found += [SinkFinding(f".key[{j}]", missing(c)) for j, c in enumerate(key) if c not in columns]
+        uncovered = [c for c in group_columns or () if key and c not in key]
+        if uncovered:
+            found.append(SinkFinding(".key", f"does not include {', '.join(uncovered)}: rows of different groups "
+                                     "would overwrite each other", "warning"))
+        if key and self.partition_by and not set(self.partition_by) <= set(key):
+            found.append(SinkFinding(".partitionBy", "upsert merges rows by key: a partition column outside the "
+                                     "key would move a row to another folder when it changes, and MERGE "
+                                     "matches it only within its own; put the partition columns in key"))
+        return found
+
+    def emit_findings(self, emit: str) -> list[SinkFinding]:
+        if self.mode == "append" and emit != "final":
+            return [SinkFinding(".mode", f"a delta sink in mode append {_FILE_SINK_APPEND}; or use mode: upsert "
+                                "with a key, which keeps each key's latest row")]
+        return []
+
+
 # The sink kinds: each a SinkTarget model, held in the Sink field of the same name.
-SINK_KINDS: dict[str, type[SinkTarget]] = {"kafka": KafkaSink, "postgres": PostgresSink}
+SINK_KINDS: dict[str, type[SinkTarget]] = {"kafka": KafkaSink, "postgres": PostgresSink,
+                                           "parquet": ParquetSink, "delta": DeltaSink}
 ONE_TARGET_MESSAGE = f"a sink writes to exactly one of {' or '.join(SINK_KINDS)}"
 _ONE_TARGET = cel(" + ".join(f"(has(self.{kind}) ? 1 : 0)" for kind in SINK_KINDS) + " == 1", ONE_TARGET_MESSAGE)
 
@@ -189,7 +333,7 @@ class Sink(ApiModel):
     name: Name | None = Field(
         default=None,
         description="Stable name of this sink's query; its checkpoint is kept under it, so renaming "
-        "restarts the sink from startingOffsets. Default: '<from>-<topic or table>'.",
+        "restarts the sink from startingOffsets. Default: '<from>-<topic, table or path's last segment>'.",
     )
     # Its other fields are compared together: StreamAppSpec.sinks declares how.
     from_: Annotated[Name, ChangeClass("incompatible", "the sink's query state was built from another input")] = Field(
@@ -197,6 +341,8 @@ class Sink(ApiModel):
     )
     kafka: KafkaSink | None = Field(default=None, description=KafkaSink.__doc__)
     postgres: PostgresSink | None = Field(default=None, description=PostgresSink.__doc__)
+    parquet: ParquetSink | None = Field(default=None, description=ParquetSink.__doc__)
+    delta: DeltaSink | None = Field(default=None, description=DeltaSink.__doc__)
 
     def targets(self) -> list[tuple[str, SinkTarget]]:
         """(kind, target) of every kind set: exactly one in a valid sink."""

@@ -128,9 +128,13 @@ class ObjectStore:
 
     def text(self, bucket: str, key: str) -> str:
         """One object's content (from the filer)."""
+        return self.content(bucket, key).decode()
+
+    def content(self, bucket: str, key: str) -> bytes:
+        """One object's bytes (from the filer): a Parquet file the tests read back, say."""
         path = urllib.parse.quote(f"/buckets/{bucket.removeprefix('s3a://')}/{key}")
         with urllib.request.urlopen(f"{self._filer}{path}", timeout=10) as answer:  # noqa: S310 - our own server
-            return answer.read().decode()
+            return answer.read()
 
     def delete(self, bucket: str, key: str) -> None:
         """Delete one object (as a user deleting a file of the checkpoint by hand)."""

@@ -26,6 +26,7 @@ from streamapp_runtime.plan import QueryPlan, reader_options, spark_kafka_option
 from streamapp_runtime.sinks import kafka as kafka_sink
 from streamapp_runtime.sinks import kafka_transactions as kafka_eos
 from streamapp_runtime.sinks import postgres as pg_sink
+from streamapp_runtime.sinks import tables
 
 
 class SinkSettings(Protocol):
@@ -36,6 +37,9 @@ class SinkSettings(Protocol):
 
     @property
     def spark_conf(self) -> dict[str, str]: ...
+
+    @property
+    def app_base(self) -> str: ...  # the app's own storage: relative table paths are under it
 
 
 class SinkMetrics(Protocol):
@@ -65,6 +69,8 @@ class QueryContext:
 class SinkWriter:
     frame: Callable[[QueryContext, QueryPlan], DataFrame]
     writer: Callable[[QueryContext, QueryPlan, DataFrame], DataStreamWriter]
+    # What the session needs before it starts for this kind (Spark reads extensions at start only).
+    session_conf: Callable[[dict[str, str]], dict[str, str]] | None = None
 
 
 def _where(qp: QueryPlan) -> str:
@@ -120,6 +126,46 @@ def _postgres_writer(ctx: QueryContext, qp: QueryPlan, df: DataFrame) -> DataStr
     return df.writeStream.foreachBatch(pg_sink.batch_writer(target, columns, ctx.metrics.written))
 
 
+def _parquet_frame(ctx: QueryContext, qp: QueryPlan) -> DataFrame:
+    sink = ctx.sink(qp).parquet
+    return tables.table_frame(_stream(ctx, qp), list(sink.partition_by), [], f"{_where(qp)}.parquet")
+
+
+def _parquet_writer(ctx: QueryContext, qp: QueryPlan, df: DataFrame) -> DataStreamWriter:
+    from streamapp_runtime.checkpoint import files
+
+    sink = ctx.sink(qp).parquet
+    location = tables.table_location(sink.path, ctx.settings.app_base)
+    refusal = tables.file_log_refusal(files.names(f"{location}/_spark_metadata"), files.names(f"{qp.checkpoint}/commits"),
+                                      location)
+    if refusal:
+        raise ValueError(f"{_where(qp)}.parquet.path: {refusal}")
+    return df.writeStream.format("parquet").option("path", location).partitionBy(*sink.partition_by)
+
+
+def _delta_frame(ctx: QueryContext, qp: QueryPlan) -> DataFrame:
+    sink = ctx.sink(qp).delta
+    return tables.table_frame(_stream(ctx, qp), list(sink.partition_by), list(sink.key or []), f"{_where(qp)}.delta")
+
+
+def _delta_writer(ctx: QueryContext, qp: QueryPlan, df: DataFrame) -> DataStreamWriter:
+    sink = ctx.sink(qp).delta
+    location = tables.table_location(sink.path, ctx.settings.app_base)
+    if sink.mode == "upsert":
+        return df.writeStream.foreachBatch(tables.upsert_writer(location, list(sink.key or []), list(sink.partition_by),
+                                                                qp.name))
+    return df.writeStream.format("delta").option("path", location).partitionBy(*sink.partition_by)
+
+
+def session_conf(app: StreamApp, conf: dict[str, str]) -> dict[str, str]:
+    """``conf`` with what the app's sink kinds need of the session (WRITERS' session_conf)."""
+    for kind in dict.fromkeys(sink.kind for sink in app.spec.sinks):
+        extra = WRITERS[kind].session_conf
+        if extra is not None:
+            conf = extra(conf)
+    return conf
+
+
 def _dlq_frame(ctx: QueryContext, qp: QueryPlan) -> DataFrame:
     source = next(s for s in ctx.app.spec.sources if s.name == qp.reads)
     return dead_letters(ctx.spark, source, reader_options(ctx.app, ctx.options))
@@ -133,5 +179,7 @@ WRITERS: dict[str, SinkWriter] = {
     "console": SinkWriter(_console_frame, _console_writer),
     "kafka": SinkWriter(_kafka_frame, _kafka_writer),
     "postgres": SinkWriter(_postgres_frame, _postgres_writer),
+    "parquet": SinkWriter(_parquet_frame, _parquet_writer),
+    "delta": SinkWriter(_delta_frame, _delta_writer, tables.with_delta_conf),
     "dlq": SinkWriter(_dlq_frame, _dlq_writer),
 }

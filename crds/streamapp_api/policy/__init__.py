@@ -16,6 +16,7 @@ from ..checkpoint import S3, Checkpoint, CheckpointDefault
 from ..contract import DEFAULT_REFUSED_FUNCTIONS
 from ..errors import Issue, shown
 from ..expressions import expression_sites, functions_in
+from ..sinks import is_relative_table_path
 from ..spec import StreamApp
 from . import kafka, places
 from .images import image_allowed, parse_image
@@ -77,6 +78,19 @@ def _check_state(app: StreamApp, policy: Policy, default: CheckpointDefault | No
             yield Issue("spec.state.checkpoint.s3.endpoint", refusal)
 
 
+def _check_tables(app: StreamApp, policy: Policy) -> Iterator[Issue]:
+    """Where parquet and delta sinks write: an s3a:// path must lie under the admin's table locations. A
+    relative path is under the app's own storage, which the API's pattern keeps it inside."""
+    namespace, name = app.metadata.namespace or "default", app.metadata.name
+    for i, sink in enumerate(app.spec.sinks):
+        for kind, target in sink.targets():
+            path = target.table_path()
+            if path is not None and not is_relative_table_path(path):
+                refusal = places.table_refusal(path, namespace, name, policy.tables.locations)
+                if refusal is not None:
+                    yield Issue(f"spec.sinks[{i}].{kind}.path", refusal)
+
+
 def _is_default(checkpoint: Checkpoint, default: dict[str, Any]) -> bool:
     s3 = S3.model_validate(default["s3"]) if default.get("s3") else None
     return checkpoint.location == default["location"] and checkpoint.s3 == s3
@@ -104,7 +118,7 @@ def check_policy(app: StreamApp, policy: Policy | None = None,
     the operator's default location, which is the admin's and not judged as an author's."""
     policy = policy or Policy()
     return [*_check_image(app, policy), *spark_conf_issues(app.spec.spark_conf or {}, policy.spark_conf.allow),
-            *_check_kafka(app, policy), *_check_state(app, policy, checkpoint), *_check_pods(app, policy),
+            *_check_kafka(app, policy), *_check_state(app, policy, checkpoint), *_check_tables(app, policy), *_check_pods(app, policy),
             *_check_functions(app, policy)]
 
 

@@ -59,6 +59,14 @@ class CheckpointPolicy(_PolicyModel):
                                        "an app's location must be one of them or under one. Empty: any bucket.")
 
 
+class TablePolicy(_PolicyModel):
+    locations: tuple[str, ...] = Field(default=(), description="Where an app's parquet and delta sinks may write "
+                                       "s3a:// tables: locations with {namespace} and {name} ('*' matches any "
+                                       "characters), e.g. 's3a://lake/{namespace}'; a table's path must be one of "
+                                       "them or under one. Empty: no s3a:// table. A relative path, under the app's "
+                                       "own storage, is always allowed.")
+
+
 class EndpointPolicy(_PolicyModel):
     allow: tuple[str, ...] = Field(default=("*",), description="Hosts (globs) spec.state.checkpoint.s3.endpoint may "
                                    "name. Link-local, loopback, unspecified and cloud metadata hosts are refused "
@@ -106,6 +114,7 @@ class Policy(_PolicyModel):
     functions: FunctionPolicy = FunctionPolicy()
     kafka_options: KafkaOptionPolicy = KafkaOptionPolicy()
     checkpoints: CheckpointPolicy = CheckpointPolicy()
+    tables: TablePolicy = TablePolicy()
     endpoints: EndpointPolicy = EndpointPolicy()
     pods: PodPolicy = PodPolicy()
 

@@ -171,3 +171,18 @@ def location_refusal(location: str, namespace: str, name: str, templates: tuple[
         return (f"location {location!r} is not under a checkpoint location this cluster allows: "
                 f"{', '.join(expanded)} (operator policy 'checkpoints.locations')")
     return None
+
+
+def table_refusal(path: str, namespace: str, name: str, templates: tuple[str, ...]) -> str | None:
+    """Why an author's s3a:// table path (a parquet or delta sink's, canonical by the API's pattern) is
+    refused under the admin's ``tables.locations`` ({namespace} and {name} filled in; a table must be one
+    of them or under one, '*' matching any characters), or None. None listed: every s3a:// table is
+    refused, as an app's S3 identity (a node's or a shared pod identity's) may reach other teams' data."""
+    expanded = [t.replace("{namespace}", namespace).replace("{name}", name).rstrip("/") for t in templates]
+    if any(path == t or path.startswith(t + "/") or fnmatchcase(path, t) or fnmatchcase(path, t + "/*")
+           for t in expanded):
+        return None
+    where = (f"not under a table location this cluster allows: {', '.join(expanded)}" if expanded else
+             "refused: this cluster lists no s3a:// table locations")
+    return (f"table {path!r} is {where} (operator policy 'tables.locations'); or give a relative path, kept "
+            "under the app's own storage")

@@ -57,7 +57,7 @@ def test_attack_is_the_only_thing_wrong(path):
 
 EVERYTHING = Policy.from_mapping({
     "images": ["*"], "sparkConf": {"allow": ["*"]}, "functions": {"refuse": []}, "kafkaOptions": {"allow": ["*"]},
-    "checkpoints": {"locations": []}, "endpoints": {"allow": ["*"]},
+    "checkpoints": {"locations": []}, "tables": {"locations": ["s3a://*"]}, "endpoints": {"allow": ["*"]},
     "pods": {"nodeSelector": {"refuse": []}, "tolerations": {"refuse": [], "everyTaint": True},
              "annotations": {"refuse": []}, "labels": {"refuse": []}}})
 # What no policy lifts (the attack's `message`, or a header line `# policy: refused whatever the policy`):
