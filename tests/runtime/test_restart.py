@@ -3,11 +3,13 @@ server: kill -9s of `streamapp run` at random moments; then, on the volume, a SI
 the driver after the batch in flight, and on S3 a second driver on the same checkpoint, which fences
 the first out; a last run finishes the input.
 
-One app goes through all of it: click-sessions (a windowed aggregation) to a Kafka topic and a
-Postgres table, and a stateless filter to another topic and table, every Kafka sink and the
-dead-letter topic exactly-once. A reader with isolation.level=read_committed must then see every
-window, click and malformed record exactly once, and both tables must hold exactly the same pipeline
-computed here in plain Python (the uninterrupted result).
+One app goes through all of it: click-sessions (a windowed aggregation, emit: final) to a Kafka
+topic, a Postgres table, a Parquet folder partitioned by window_start and a Delta table (append), and
+a stateless filter to another topic and table and into a Delta table upserted by key; every Kafka sink
+and the dead-letter topic exactly-once. A reader with isolation.level=read_committed must then see
+every window, click and malformed record exactly once, and every table must hold exactly the same
+pipeline computed here in plain Python (the uninterrupted result); the Parquet and Delta tables are
+read through their logs without Spark (streamapp_testkit.tables).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import yaml
 from confluent_kafka import Producer
 
 from streamapp_testkit.manifests import click_sessions_manifest
+from streamapp_testkit.tables import TableFiles, delta_log, delta_rows, parquet_rows, utc
 from streamapp_testkit.runtime import (
     closed_click_windows, read_to_end, s3_checkpoint, start_run, wait_while_running, watermark_flush,
 )
@@ -59,6 +62,10 @@ def manifest(topic: str, windows: str, clicks: str, dead: str, windows_table: st
     spec["sinks"] += [
         {"from": "clicks-only", "kafka": {"topic": clicks, "key": "uuid", "delivery": "exactly-once"}},
         {"from": "clicks-only", "postgres": {"secretRef": {"name": "pg"}, "table": clicks_table, "primaryKey": ["uuid", "ts"]}},
+        # Tables: relative paths, under the app's own storage (the volume's or the S3 location's tables/).
+        {"from": "sessions", "parquet": {"path": "windows/parquet", "partitionBy": ["window_start"]}},
+        {"from": "sessions", "delta": {"path": "windows/delta"}},
+        {"from": "clicks-only", "delta": {"path": "clicks", "mode": "upsert", "key": ["uuid", "ts"]}},
     ]
     spec["deadLetter"] = {"topic": dead, "delivery": "exactly-once"}
     return doc
@@ -200,6 +207,22 @@ def test_kill_9s_then_a_stop_or_a_takeover_leave_every_row_exactly_once(kafka, p
     with psycopg.connect(postgres.dsn) as conn:
         stored = conn.execute(f"SELECT uuid, session_id, ts FROM {clicks_table}").fetchall()
     assert sorted(stored) == sorted((e.uuid, e.session_id, e.ts) for e in events if e.event == "click")
+
+    base, store_client = (str(tmp_path), None) if store == "volume" else (checkpoint.rsplit("/", 1)[0], request.getfixturevalue("object_store"))
+    windows_parquet, windows_delta, clicks_delta = (TableFiles(f"{base}/tables/{p}", store_client)
+                                                    for p in ("windows/parquet", "windows/delta", "clicks"))
+    for name, rows in (("parquet", parquet_rows(windows_parquet)), ("delta", delta_rows(windows_delta))):
+        got_rows = Counter((r["session_id"], r["uuid"], utc(r["window_start"])) for r in rows)
+        assert got_rows == Counter(want.keys()), f"{name} windows: {duplicates_and_missing(got_rows, Counter(want.keys()))}"
+        assert {(r["session_id"], r["uuid"], utc(r["window_start"])): (r["clicks"], r["page_views"], r["time_spent"])
+                for r in rows} == want
+    # Each batch committed to Delta once, under the query's id: a replay after a kill committed nothing.
+    for table in (windows_delta, clicks_delta):
+        log = delta_log(table)
+        assert log.transactions and len(log.transactions) == len(set(log.transactions)) == len(log.operations)
+    got_clicks = Counter((r["uuid"], r["session_id"], utc(r["ts"])) for r in delta_rows(clicks_delta))
+    want_clicks = Counter((e.uuid, e.session_id, utc(e.ts)) for e in events if e.event == "click")
+    assert got_clicks == want_clicks, f"delta clicks: {duplicates_and_missing(got_clicks, want_clicks)}"
 
     letters = read_to_end(kafka.bootstrap, dead)
     assert sorted(v for _, v, _ in letters) == sorted(f"{{not json {k}" for k in range(MALFORMED))
