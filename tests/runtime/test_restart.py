@@ -161,7 +161,7 @@ def test_kill_9s_then_a_stop_or_a_takeover_leave_every_row_exactly_once(kafka, p
             last = start_run(path, kafka.bootstrap, checkpoint, new_log, available_now=True, postgres=postgres.dsn, **env)
             runs.append(last)
             # From the takeover on, not from the new driver's start: a JVM start on a busy machine took 70 s.
-            wait_while_running(lambda: "waiting 10s for it to see the takeover" in new_log.read_text(), last, new_log,
+            wait_while_running(lambda: "giving it 10s to see the takeover" in new_log.read_text(), last, new_log,
                                timeout=300, what="the new driver's takeover")
             try:
                 assert run.wait(90) == 1, log.read_text()[-3000:]

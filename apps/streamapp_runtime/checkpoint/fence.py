@@ -11,10 +11,11 @@ deleted, so the latest writer is the legitimate one.
 
 A driver taking over from one that did not release the marker (killed, lost) lets ``takeover_wait``
 (twice the check interval) pass between writing its marker and its first write to the checkpoint, so
-that the old one, if it still runs and reaches the checkpoint, has seen the marker and stopped. The
-marker is written as early as the checkpoint can be reached (``claim``: before Spark starts, for a
-local checkpoint) and the wait ends before the first write (``settle``), so that the wait passes while
-the driver starts rather than after. What remains: an old driver that cannot reach the
+that the old one, if it still runs and reaches the checkpoint, has seen the marker and stopped. When
+another driver holds the marker, it is taken as early as the checkpoint can be reached (``claim``:
+before Spark starts, for a local checkpoint) and the wait ends before the first write (``settle``),
+so that the wait passes while the driver starts rather than after. A checkpoint nobody holds gets
+its marker at ``settle``, after the app's checks: a refused app writes nothing. What remains: an old driver that cannot reach the
 checkpoint cannot write to it either; one whose reads of the marker fail keeps running (see ``lost``),
 as its writes to the checkpoint fail alike.
 """
@@ -76,11 +77,19 @@ class Fence:
         before = self.read()
         self._write(released=False)
         self._claimed = True
-        if before.get("owner") not in (None, self.owner) and not before.get("released"):
+        if self._another_holds(before):
             log.info("checkpoint %s was held by %s (not released): giving it %.0fs to see the takeover",
                      self.root, before.get("owner"), self.takeover_wait)
             self._takeover_due = self.clock() + self.takeover_wait
         self._last_check = self.clock()
+
+    def held_by_another(self) -> bool:
+        """Whether another driver's marker is there, not released: one that may still run, and whose
+        time to stop is worth starting early (a checkpoint nobody holds is claimed when first written)."""
+        return self._another_holds(self.read())
+
+    def _another_holds(self, marker: dict) -> bool:
+        return marker.get("owner") not in (None, self.owner) and not marker.get("released")
 
     def settle(self, sleep=time.sleep) -> None:
         """Claim if not yet; wait until a predecessor has had ``takeover_wait`` to stop; FencedOut when

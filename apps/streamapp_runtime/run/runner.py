@@ -155,13 +155,14 @@ def dry_run(spark, app: StreamApp, settings: Settings) -> list[str]:
 
 
 def claim_local_checkpoint(settings: Settings) -> Fence | None:
-    """This driver's owner marker on a local checkpoint, written before Spark starts, so that a killed
-    predecessor's time to stop (checkpoint.fence) passes while it does. An object store is reached
-    through Spark: its marker is written by ``start``."""
+    """This driver's owner marker on a local checkpoint that another driver holds, written before Spark
+    starts, so that the predecessor's time to stop (checkpoint.fence) passes while it does. An object
+    store is reached through Spark: its marker is written by ``start``."""
     if not is_local(settings.checkpoint_root):
         return None
     fence = Fence(settings.checkpoint_root, owner_id(dict(os.environ)))
-    fence.claim()
+    if fence.held_by_another():
+        fence.claim()
     return fence
 
 
@@ -172,8 +173,9 @@ def start(spark, app: StreamApp, settings: Settings, quiet: bool = False, wait_f
     (``claim_local_checkpoint``)."""
     stop_requested = stop_requested or threading.Event()
     owner = fence or Fence(settings.checkpoint_root, owner_id(dict(os.environ)))
-    owner.claim()  # a predecessor's time to stop passes while the expressions are checked
-    check_expressions(spark, app, settings)  # before anything is waited for or written but the marker
+    if owner.held_by_another():
+        owner.claim()  # a predecessor's time to stop passes while the expressions are checked
+    check_expressions(spark, app, settings)  # before anything is waited for or written (but that marker)
     options = plan.kafka_options(app, settings.kafka_override, settings.kafka_env_options, settings.schema_registry_user_info)
     owner.settle()
     restoring.at_start(app, settings.checkpoint_root, settings.app_base, dict(os.environ), owner)

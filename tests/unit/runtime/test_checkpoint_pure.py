@@ -119,6 +119,17 @@ def test_the_successors_wait_counts_from_its_claim_so_it_passes_while_the_driver
     assert waits == [3]
 
 
+def test_only_a_checkpoint_another_driver_holds_is_worth_claiming_early(tmp_path):
+    mine = fence.Fence(str(tmp_path), "me")
+    assert not mine.held_by_another(), "nobody's: claimed when first written, after the app's checks"
+    fence.Fence(str(tmp_path), "killed").take()
+    assert mine.held_by_another()
+    released = fence.Fence(str(tmp_path), "stopped")
+    released.take(sleep=lambda _: None)
+    released.release()
+    assert not mine.held_by_another(), "a clean stop released it: no wait to overlap"
+
+
 def test_a_driver_taken_over_while_it_waits_does_not_start(tmp_path):
     fence.Fence(str(tmp_path), "old").take()
     newer = fence.Fence(str(tmp_path), "newer")
