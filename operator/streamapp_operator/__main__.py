@@ -136,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
         namespaces=args.namespace,
         clusterwide=not args.namespace,
         liveness_endpoint=args.liveness,
-        memo=handlers.operator_memo(settings, args.resync, (args.leader_election, times) if args.leader_election else None),
+        memo=handlers.operator_memo(settings, args.resync, (args.leader_election, times) if args.leader_election else None,
+                                    scan=handlers.needs_scanning(args.namespace)),
     )
     return 0
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 
 import kopf
 
@@ -26,13 +27,25 @@ from .scheduler import RESYNC_SECONDS, Reconciler
 
 SETTINGS, RESYNC, RECONCILER = "settings", "resync", "reconciler"  # keys of kopf's memo
 LEASE, ELECTION = "lease", "election"
+SCAN = "scan"
+# A namespace named exactly (DNS-1123 label); anything else given to --namespace is one of kopf's patterns.
+_EXACT_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def needs_scanning(namespaces: list[str]) -> bool:
+    """Whether kopf must list and watch namespaces (and CRDs) to know what it serves: only when a
+    --namespace is a pattern. Exact names (the chart's) and the whole cluster need no scan, which a
+    namespaced install may not do anyway: kopf then retried it for about a minute before it watched
+    any app, so a new operator reconciled nothing for as long."""
+    return any(not _EXACT_NAMESPACE.match(ns) for ns in namespaces)
 
 
 def operator_memo(settings: Settings, resync: float = RESYNC_SECONDS,
-                  lease: tuple[str, LeaseTimes] | None = None) -> kopf.Memo:
-    """What ``kopf.run(memo=...)`` hands the startup handler to build the reconciler from. ``lease``:
-    the Lease ('NAMESPACE/NAME') and its times when replicas elect a leader; None: this one acts."""
-    return kopf.Memo({SETTINGS: settings, RESYNC: resync, LEASE: lease})
+                  lease: tuple[str, LeaseTimes] | None = None, scan: bool = False) -> kopf.Memo:
+    """What ``kopf.run(memo=...)`` hands the startup handlers to build the reconciler from. ``lease``:
+    the Lease ('NAMESPACE/NAME') and its times when replicas elect a leader; None: this one acts.
+    ``scan``: ``needs_scanning``."""
+    return kopf.Memo({SETTINGS: settings, RESYNC: resync, LEASE: lease, SCAN: scan})
 
 
 def _reconciler(memo: kopf.Memo) -> Reconciler:
@@ -60,17 +73,13 @@ async def stop_reconciler(memo: kopf.Memo, **_) -> None:
 
 
 @kopf.on.startup()
-def configure(settings: kopf.OperatorSettings, **_) -> None:
+def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_) -> None:
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=f"{names.GROUP_PREFIX}")
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=f"{names.GROUP_PREFIX}", key="last-handled-configuration")
     settings.posting.level = logging.WARNING
     settings.watching.server_timeout = 60
-    # The namespaces watched are exact names and the CRD is installed before the operator, so there is
-    # nothing to discover. Scanning would list namespaces and CRDs, which a namespaced install may not:
-    # kopf retries those for about a minute before it watches any app (a new operator reconciled nothing
-    # for as long).
-    settings.scanning.disabled = True
+    settings.scanning.disabled = not memo.get(SCAN, False)
     # Only driver pods come over the watch (the API server filters): executors and every other pod
     # of a watched namespace never reach the operator.
     settings.watching.label_selectors["", "v1", "pods"] = f"{names.LABEL_COMPONENT}=driver,{names.LABEL_APP}"

@@ -203,3 +203,14 @@ def test_the_children_are_taken_as_last_seen_until_children_every_resyncs_have_p
         await reconciler.run(*KEY)  # too old: read afresh
 
     assert _reconciles(monkeypatch, steps) == [None, {"ConfigMap/app": {}}, None]
+
+
+@pytest.mark.parametrize(("namespaces", "scan"), [
+    ([], False),  # the whole cluster: every namespace is served without a list of them
+    (["streamapp-system"], False), (["apps-a", "apps-b"], False),  # the chart's exact names
+    (["sa-*"], True), (["apps-a", "team-?"], True), (["!kube-system"], True), (["a,b"], True),  # kopf's patterns
+])
+def test_only_namespace_patterns_make_the_operator_scan_namespaces_and_crds(namespaces, scan):
+    from streamapp_operator import handlers
+
+    assert handlers.needs_scanning(namespaces) is scan
