@@ -176,10 +176,11 @@ def test_a_table_of_avro_values_is_joined_and_its_tombstones_delete(kafka, schem
     produce_json(kafka.bootstrap, orders, [(f"o{i}", {"order_id": f"o{i}", "user_id": u}) for i, u in enumerate(["u1", "u2"])])
     the_app = app(names("app"), {
         "kafka": {"bootstrapServers": "kafka:9092", "schemaRegistry": {"url": schema_registry.url}},
-        "sources": [{"name": "orders", "topic": orders, "schema": {"order_id": "string", "user_id": "string"}}],
+        # not "orders": test_cleanup lists every group of a source of that name on the shared broker
+        "sources": [{"name": "purchases", "topic": orders, "schema": {"order_id": "string", "user_id": "string"}}],
         "tables": [{"name": "profiles", "topic": profiles, "key": "user_id", "format": "avro",
                     "schema": {"user_id": "string", "tier": "string"}}],
-        "streams": [{"name": "enriched", "from": "orders",
+        "streams": [{"name": "enriched", "from": "purchases",
                      "steps": [{"join": {"table": "profiles", "key": "user_id", "type": "left"}}]}],
         "sinks": [{"from": "enriched", "kafka": {"topic": out, "key": "order_id"}}],
     })
