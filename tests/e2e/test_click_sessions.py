@@ -1,10 +1,11 @@
 """click-sessions on a real cluster, one app through a whole life: the operator installed by its
 Helm chart, the example applied, generated clicks produced to Kafka in rounds; the driver and
 executor pods really run Spark. After every disruption — the driver pod force-deleted, the driver's
-JVM killed with SIGKILL inside the pod, suspend and resume, partitions added, `kubectl scale` —
-a new round of clicks is produced and both sinks (the output topic and the Postgres table) must
-hold exactly the windows a correct run gives for every click so far: a new driver resumed from
-the same checkpoint and lost nothing. A real Prometheus scraped everything meanwhile.
+JVM killed with SIGKILL inside the pod, suspend and resume, partitions added, `kubectl scale` down
+and up — a new round of clicks is produced and both sinks (the output topic and the Postgres table,
+both exactly-once) must hold exactly the windows a correct run gives for every click so far: a new
+driver resumed from the same checkpoint and lost nothing; a rescale was applied in place by the
+same driver pod without restarting a query. A real Prometheus scraped everything meanwhile.
 
 The tests run in order and build on each other (one app, to keep the time reasonable)."""
 
@@ -160,22 +161,60 @@ def test_suspend_stops_every_pod_and_resume_continues_from_the_checkpoint(operat
     assert_outputs_exact(c)
 
 
-def test_executors_follow_partitions_added_to_the_source_topic(operator):
+def in_place(c, count: int, driver: dict):
+    """True once `count` executors run and the app reports them, the rescale recorded as applied in
+    place by the same driver pod (same UID, its container never restarted); else what is seen."""
+    seen = executors_follow(c, count)
+    if seen is not True:
+        return seen
+    status = app_object(c)["status"]
+    last = (status.get("scaling") or {}).get("lastRescale") or {}
+    if last.get("to") != count or last.get("method") != "InPlace" or not last.get("appliedTime"):
+        return NotYet(f"lastRescale={last}")
+    now = running(c, "driver")
+    assert [p["metadata"]["uid"] for p in now] == [driver["metadata"]["uid"]], "the driver was replaced"
+    assert sum(s.get("restartCount", 0) for s in now[0]["status"].get("containerStatuses") or []) == 0
+    return True
+
+
+def driver_log(c, driver: dict) -> str:
+    return c.kubectl("logs", "-n", NS, driver["metadata"]["name"], "-c", "driver").stdout
+
+
+def test_executors_follow_partitions_added_to_the_source_topic_in_place(operator):
     c = operator
+    driver = running(c, "driver")[0]
+    restarts = app_object(c)["status"].get("restarts", 0)
     kafka_admin.add_partitions(c.kafka_bootstrap, TOPIC, 3)
-    wait_for("3 executors", lambda: executors_follow(c, 3), timeout=600, every=2)
+    wait_for("3 executors in place", lambda: in_place(c, 3, driver), timeout=600, every=2)
     assert app_object(c)["status"]["partitions"] == 3
     produce_round(c, 4)  # now spread over 3 partitions
+    assert app_object(c)["status"].get("restarts", 0) == restarts
     assert_outputs_exact(c)
 
 
-def test_executors_follow_kubectl_scale(operator):
+def test_executors_follow_kubectl_scale_down_and_up_in_place(operator):
+    """`kubectl scale` 3 → 1 → 2 while clicks keep coming: the surplus executors are decommissioned
+    and their pods go, Spark asks for new ones, no query is restarted, both sinks stay exact."""
     c = operator
-    c.kubectl("scale", "streamapp", APP, "-n", NS, "--replicas=1")
-    assert app_object(c)["spec"]["executors"] == 1
-    wait_for("1 executor", lambda: executors_follow(c, 1), timeout=600, every=2)
-    produce_round(c, 5, extra=(LATE.to_json(),))  # LATE is behind the watermark: dropped, counted
-    assert_outputs_exact(c)
+    driver = running(c, "driver")[0]
+    started = driver_log(c, driver).count("started query")
+    assert started >= 2
+    restarts = app_object(c)["status"].get("restarts", 0)
+    for n, count in ((5, 1), (6, 2)):
+        c.kubectl("scale", "streamapp", APP, "-n", NS, f"--replicas={count}")
+        assert app_object(c)["spec"]["executors"] == count
+        # LATE is behind the watermark: dropped, counted
+        produce_round(c, n, extra=(LATE.to_json(),) if n == 5 else ())
+        wait_for(f"{count} executors in place", lambda: in_place(c, count, driver), timeout=600, every=2)
+        assert app_object(c)["status"].get("restarts", 0) == restarts
+        assert_outputs_exact(c)
+    log = driver_log(c, driver)
+    assert "restarted query" not in log and log.count("started query") == started, "a query was restarted"
+    assert log.count("rescale in place: ") >= 3, log[-3000:]  # 2 -> 3, 3 -> 1, 1 -> 2
+    events = c.kubectl("get", "events", "-n", NS, "--field-selector", f"involvedObject.name={APP}",
+                       "-o", "jsonpath={range .items[*]}{.reason}{' '}{end}").stdout.split()  # fmt: skip
+    assert "Rescaled" in events and "RescaleFallback" not in events, events
 
 
 def dashboard_metrics() -> set[str]:
