@@ -19,6 +19,17 @@ def query_id(df) -> str | None:
     return df.sparkSession.sparkContext.getLocalProperty(QUERY_ID_PROPERTY)
 
 
+def arrow_schema(ddl: str):
+    """The pyarrow schema Spark converts a pandas frame of these columns to (a DDL string, as
+    mapInPandas takes it); parsed by the session's JVM, so on the driver."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructType, _parse_datatype_string
+
+    parsed = _parse_datatype_string(ddl)
+    assert isinstance(parsed, StructType), ddl
+    return to_arrow_schema(parsed, timezone="UTC")  # a check of what converts: any zone does
+
+
 def jvm_stack_trace(exc) -> str:
     """The JVM stack of a query's exception with its causes ('Caused by: …'), when Spark gives one."""
     return getattr(exc, "_stackTrace", None) or ""

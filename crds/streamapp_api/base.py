@@ -13,6 +13,12 @@ NAME_HELP = "lowercase letters, digits, '-' and '_', starting with a letter, at 
 # Column names: plain SQL identifiers (no quoting needed in expressions).
 COLUMN_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
 COLUMN_HELP = "a SQL identifier: letters, digits and '_', not starting with a digit"
+# Python names of user code: ASCII identifiers only, so that no two spellings (NFKC folds Unicode
+# identifiers) name one module and the policy's allow-list compares what Python imports.
+PYTHON_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+PYTHON_NAME_HELP = "a Python name of ASCII letters, digits and '_', not starting with a digit"
+MODULE_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
+MODULE_HELP = "a dotted Python module name of ASCII identifiers, e.g. acme.enrich"
 TOPIC_PATTERN = r"^[A-Za-z0-9._-]{1,249}$"
 TOPIC_HELP = "letters, digits, '.', '_' and '-', at most 249 characters"
 K8S_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"

@@ -148,6 +148,19 @@ CHECKPOINT_MOUNT = "/var/lib/streamapp/checkpoint"  # the volume's, in driver an
 DLQ_QUERY_PREFIX = "dlq-"
 
 
+# --- user code (python steps): spec.userCode.configMaps, mounted in driver and executors -------------
+# Each ConfigMap is a directory of its own under this one; the runtime puts those directories first on
+# the Python path before it imports a python step's module (the driver's and each Python worker's).
+USER_CODE_DIR = "/opt/streamapp/user-code"
+# Overrides USER_CODE_DIR (a local run, a test: the ConfigMaps' files copied to directories there).
+ENV_USER_CODE_DIR = "STREAMAPP_USER_CODE_DIR"
+
+
+def user_code_path(config_map: str, root: str = USER_CODE_DIR) -> str:
+    """Where a user-code ConfigMap's files are, in the driver and the executors."""
+    return f"{root}/{config_map}"
+
+
 # --- an object-store checkpoint (s3a://): Hadoop's S3A connector in driver and executors ------------
 # The access key pair, from the app's Secret (secretKeyRef in the driver pod and the executor template):
 # the names S3A's EnvironmentVariableCredentialsProvider reads.

@@ -12,7 +12,8 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from .checkpoint import S3_LOCATION_HELP, S3_LOCATION_PATTERN
-from .base import COLUMN_HELP, COLUMN_PATTERN, K8S_NAME_PATTERN, NAME_HELP, NAME_PATTERN, TOPIC_HELP, TOPIC_PATTERN
+from .base import (COLUMN_HELP, COLUMN_PATTERN, K8S_NAME_PATTERN, MODULE_HELP, MODULE_PATTERN, NAME_HELP, NAME_PATTERN,
+                   PYTHON_NAME_HELP, PYTHON_NAME_PATTERN, TOPIC_HELP, TOPIC_PATTERN)
 from .durations import (
     DURATION_HELP,
     DURATION_PATTERN,
@@ -36,6 +37,8 @@ _PATTERN_HELP = {
     SPARK_MEMORY_PATTERN: SPARK_MEMORY_HELP,
     NAME_PATTERN: NAME_HELP,
     COLUMN_PATTERN: COLUMN_HELP,
+    MODULE_PATTERN: MODULE_HELP,
+    PYTHON_NAME_PATTERN: PYTHON_NAME_HELP,
     TOPIC_PATTERN: TOPIC_HELP,
     K8S_NAME_PATTERN: "a Kubernetes object name: lowercase letters, digits, '-' and '.'",
     BOOTSTRAP_PATTERN: "a comma-separated list of host:port",

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from .coltypes import METADATA_TYPES, element_type, field_problem, normalised
 from .errors import Issue
 from .expressions import Expression, expression_problems, filter_value_type, parse_expression, unknown_columns
-from .sources import Source, Table
+from .sources import METADATA_COLUMNS, Source, Table
 from .steps import ACCUMULATE_FUNCTIONS
 from .suggest import did_you_mean
 
@@ -346,6 +346,18 @@ def _sql(walk: StepWalk, j: int) -> None:
     walk.flow = Flow(None, flow.event_time, flow.watermark)  # Spark keeps the watermark through SQL
 
 
+def _python(walk: StepWalk, j: int) -> None:
+    """Exactly the declared columns leave, and the metadata columns the input had (null where the
+    function's frame dropped them). The event time and its watermark do not survive: the rows are the
+    function's, Spark cannot tell which input row's time an output row carries."""
+    _, value = walk.at(j)
+    flow = walk.flow
+    metadata = {c for c in METADATA_COLUMNS if flow.columns is None or c in flow.columns}
+    declared = {c: normalised(t) for c, t in value.schema_.items()}
+    walk.flow = Flow(frozenset(set(declared) | metadata), None, False).with_types(
+        {**{c: METADATA_TYPES[c] for c in metadata if c not in declared}, **declared})
+
+
 # Per step key (steps.STEP_KEYS), what the step checks and does to the flow and the lineage; the
 # runtime's compile/steps STEP_COMPILERS has a row for each key too (tests/unit/test_step_tables.py).
 STEP_FLOW: dict[str, Callable[[StepWalk, int], None]] = {
@@ -360,6 +372,7 @@ STEP_FLOW: dict[str, Callable[[StepWalk, int], None]] = {
     "accumulate": _accumulate,
     "dedupe": _dedupe,
     "sql": _sql,
+    "python": _python,
 }
 
 

@@ -49,6 +49,9 @@ def check_realtime(app: StreamApp) -> list[Issue]:
                 what = ("reads the table as a stream" if step.join.table else "keeps both streams' records in state")
                 issues.append(Issue(path, f"real-time mode runs stateless steps only; a join {what}: remove it, "
                                     + _MICRO_BATCHES))
+            elif step.python is not None:  # stateless, but its batches of records are what real time does without
+                issues.append(Issue(path, f"real-time mode runs Spark's own steps only ({', '.join(STATELESS_STEPS)}); "
+                                    f"a python step takes records in batches: remove it, {_MICRO_BATCHES}"))
             elif step.kind not in STATELESS_STEPS:
                 issues.append(Issue(path, f"real-time mode runs stateless steps only ({', '.join(STATELESS_STEPS)}); "
                                     f"{step.kind} keeps state across records: remove it, {_MICRO_BATCHES}"))

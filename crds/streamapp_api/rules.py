@@ -171,6 +171,14 @@ def check_step(step: Step, path: str) -> Iterator[Issue]:
         yield from _columns_ok(value.columns, f"{path}.{kind}.columns")
     elif kind == "sql":
         yield from (Issue(f"{path}.sql", problem) for problem in sql_problems(value))
+    elif kind == "python":
+        yield from _columns_ok(value.schema_, f"{path}.python.schema")
+        for column, type_text in value.schema_.items():
+            try:
+                parse_spark_type(type_text)
+            except SparkTypeError as exc:
+                yield Issue(f"{path}.python.schema.{column}",
+                            f"{type_text!r} is not a Spark SQL type ({exc}); use {SCHEMA_TYPE_HELP}")
 
 
 def check_settings(app: StreamApp) -> Iterator[Issue]:

@@ -44,7 +44,7 @@ class Stream(ApiModel):
         default_factory=list,
         max_length=MAX_STEPS,
         description="Steps applied in order; each is a mapping with exactly one key (filter, select, "
-        "withColumns, explode, keyBy, join, window, aggregate, accumulate, dedupe, sql).",
+        "withColumns, explode, keyBy, join, window, aggregate, accumulate, dedupe, sql, python).",
     )
     emit: Annotated[
         Literal["final", "updates"] | None,
@@ -336,6 +336,18 @@ _FORMATS_NEED_A_REGISTRY = cel(
 )
 
 
+class UserCode(ApiModel):
+    """Python code of the app's own that python steps import, beside the modules of the runtime image."""
+
+    config_maps: list[K8sName] = Field(
+        default_factory=list, max_length=16,
+        description="ConfigMaps in the app's namespace whose keys are Python files (e.g. enrich.py, imported as "
+        "module enrich), mounted read-only on the driver and every executor and put on the Python path. "
+        "Each must be allowed by the operator policy 'userCode.configMaps'.",
+        json_schema_extra={"x-kubernetes-list-type": "set"},
+    )
+
+
 class StreamAppSpec(ApiModel):
     """The desired pipeline: Kafka sources and tables, derived streams, and sinks."""
 
@@ -355,6 +367,7 @@ class StreamAppSpec(ApiModel):
         description="Secrets (kubernetes.io/dockerconfigjson) in the app's namespace to pull the runtime image "
         "for the driver and the executors from a private registry.",
     )
+    user_code: Annotated[UserCode | None, RESTART] = Field(default=None, description=UserCode.__doc__)
     kafka: Annotated[Kafka, RESTART] = Field(description=Kafka.__doc__)
     sources: Annotated[list[Source], ByItem()] = Field(
         min_length=1, max_length=MAX_LIST, description="Streams read from Kafka (KStream).",

@@ -10,7 +10,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from .base import COLUMN_PATTERN, MAX_COLUMNS, MAX_LIST, ApiModel, Column, Expr, Name, api_config, cel
+from .base import (COLUMN_PATTERN, MAX_COLUMNS, MAX_LIST, MODULE_PATTERN, PYTHON_NAME_PATTERN, ApiModel, Column, Expr,
+                   Name, api_config, cel)
 from .changes import RESTART, ChangeClass
 from .durations import Duration, cel_millis
 
@@ -213,10 +214,40 @@ class Dedupe(ApiModel):
     )
 
 
+class PythonFunction(ApiModel):
+    """Call your own Python function on each batch of records (pandas DataFrames); needs the cluster's
+    operator policy 'userCode' to allow it in the app's namespace."""
+
+    module: str = Field(
+        pattern=MODULE_PATTERN, max_length=256,
+        description="The module holding the function, a dotted name of ASCII identifiers (e.g. 'acme.enrich'): "
+        "a module of the app's image, or a file of a ConfigMap listed in spec.userCode.configMaps "
+        "('enrich.py' is module 'enrich').",
+    )
+    function: str = Field(
+        pattern=PYTHON_NAME_PATTERN, max_length=128,
+        description="The function's name in the module. It is called with a pandas DataFrame of the step's input "
+        "columns and returns a pandas DataFrame with the columns of schema (any number of rows).",
+    )
+    schema_: dict[str, str] = Field(
+        alias="schema", min_length=1, max_length=MAX_LIST,  # as withColumns: within the CEL cost budget
+        description="The columns the function returns: name -> Spark SQL type. Exactly these leave the step, "
+        "with the input's metadata columns (_key, _timestamp...: the returned frame's, else the input's). A batch the "
+        "function raises on is retried record by record: a record it raises on goes to the dead-letter topic with "
+        "the Python error, and the others flow on.",
+        json_schema_extra={"x-kubernetes-validations": [_COLUMN_KEYS],
+                           "additionalProperties": {"type": "string", "maxLength": 1024}},
+    )
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.module}.{self.function}"
+
+
 # The step keys, in the order of Step's fields (tests/unit/test_step_tables.py): the API's flow.STEP_FLOW
 # and the runtime's STEP_COMPILERS have a row for each.
 STEP_KEYS = ("filter", "select", "withColumns", "explode", "keyBy", "join", "window",
-             "aggregate", "accumulate", "dedupe", "sql")
+             "aggregate", "accumulate", "dedupe", "sql", "python")
 _ONE_KEY = cel(
     "[" + ", ".join(f"has(self.{k})" for k in STEP_KEYS) + "].filter(x, x).size() == 1",
     "a step has exactly one key: one of " + ", ".join(STEP_KEYS),
@@ -275,6 +306,10 @@ class Step(ApiModel):
         default=None,
         description="Escape hatch: a Spark SQL query over the step's input, which it names 'input', "
         "e.g. 'SELECT user, count(*) AS n FROM input GROUP BY user'.",
+    )
+    python: Annotated[PythonFunction | None, _STATELESS] = Field(
+        default=None, description="Call your own Python function on each batch of records (pandas DataFrames); "
+        "needs the operator policy 'userCode' to allow it in the app's namespace.",
     )
 
     @property

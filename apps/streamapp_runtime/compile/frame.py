@@ -31,9 +31,12 @@ class StepError(ValueError):
 
 class FrameSource(Protocol):
     """What a step may ask of the compiler: another stream's frame, a table joined in, the emit mode
-    of a stream's query, the API's resolution, the session (compiler.Compiler is the one there is)."""
+    of a stream's query, the API's resolution, the session, the app and its Kafka readers' options
+    (compiler.Compiler is the one there is)."""
 
     spark: Any
+    app: Any  # streamapp_api.StreamApp
+    kafka_options: dict[str, str]
     resolved: Any  # streamapp_api.Resolved
     state_function: str  # the checkpoint's Python state API (compile/steps/keyed_state.py)
 

@@ -4,7 +4,7 @@ The API's own checks say whether a StreamApp makes sense; the policy says whethe
 author run it. ``streamapp validate``, the admission webhook and every reconcile apply the same policy;
 without a policy file they apply ``Policy()``, the choice for a cluster whose StreamApp authors are not
 its admins (docs/security.md). Allow, don't deny, and canonicalise first: each key and reference is
-put in the form its consumer reads (kafka.py, spark.py, places.py, images.py, pods.py) before it is
+put in the form its consumer reads (kafka.py, spark.py, places.py, images.py, pods.py, code.py) before it is
 judged. Pure functions over the models.
 """
 
@@ -19,6 +19,7 @@ from ..expressions import expression_sites, functions_in
 from ..sinks import is_relative_table_path
 from ..spec import StreamApp
 from . import kafka, places
+from .code import user_code_issues
 from .images import image_allowed, parse_image
 from .model import DEFAULT_IMAGES, Policy
 from .pods import placement_policy_issues
@@ -119,7 +120,7 @@ def check_policy(app: StreamApp, policy: Policy | None = None,
     policy = policy or Policy()
     return [*_check_image(app, policy), *spark_conf_issues(app.spec.spark_conf or {}, policy.spark_conf.allow),
             *_check_kafka(app, policy), *_check_state(app, policy, checkpoint), *_check_tables(app, policy), *_check_pods(app, policy),
-            *_check_functions(app, policy)]
+            *_check_functions(app, policy), *user_code_issues(app, policy.user_code)]
 
 
 def kafka_secret_issues(app: StreamApp, data: dict[str, str], policy: Policy | None = None) -> list[Issue]:

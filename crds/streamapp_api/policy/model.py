@@ -73,6 +73,19 @@ class EndpointPolicy(_PolicyModel):
                                    "unless listed here by name (no glob).")
 
 
+class UserCodePolicy(_PolicyModel):
+    """Python steps: the author's own code, run in the driver and the executors with the app's service
+    account and Secrets (docs/security.md, "User code")."""
+
+    namespaces: tuple[str, ...] = Field(default=(), description="Namespaces (globs) whose apps may run python "
+                                        "steps. Empty: none.")
+    modules: tuple[str, ...] = Field(default=(), description="Modules python steps may call a function of: a "
+                                     "dotted name allows that module and those under it ('acme' allows "
+                                     "'acme.enrich'); '*' allows any. Empty: none.")
+    config_maps: tuple[str, ...] = Field(default=(), description="ConfigMaps (globs of names) spec.userCode."
+                                         "configMaps may mount. Empty: none (code from the image only).")
+
+
 class KeyPolicy(_PolicyModel):
     allow: tuple[str, ...] = Field(default=("*",), description="Keys (globs) authors may set.")
     refuse: tuple[str, ...] = Field(default=(), description="Keys (globs, compared lower-case) refused even if allowed.")
@@ -117,6 +130,7 @@ class Policy(_PolicyModel):
     tables: TablePolicy = TablePolicy()
     endpoints: EndpointPolicy = EndpointPolicy()
     pods: PodPolicy = PodPolicy()
+    user_code: UserCodePolicy = UserCodePolicy()
 
     @classmethod
     def from_mapping(cls, document: Any) -> "Policy":

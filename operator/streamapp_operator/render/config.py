@@ -20,6 +20,7 @@ from .disruption import DECOMMISSION_CONF, EXECUTOR_ANNOTATIONS, EXECUTOR_GRACE_
 from .security import EXECUTOR_MASTER_ENV, SPARK_SECURITY_CONF, auth_mount, auth_volume
 from .storage import s3_credentials_env
 from .ui import DEFAULT_UI, SparkUI, spark_ui_conf
+from .user_code import user_code_mounts, user_code_volumes
 
 EXECUTOR_TEMPLATE = contract.EXECUTOR_TEMPLATE_FILE
 _VOLUME = f"spark.kubernetes.executor.volumes.persistentVolumeClaim.{names.CHECKPOINT_VOLUME}"
@@ -123,9 +124,9 @@ def executor_template(app: StreamApp) -> dict:
                 "name": "executor",
                 "env": [{"name": "HOME", "value": "/tmp"}, dict(EXECUTOR_MASTER_ENV), *s3_credentials_env(app)],
                 "securityContext": copy.deepcopy(CONTAINER_SECURITY),
-                "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}, auth_mount()],
+                "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}, auth_mount(), *user_code_mounts(app)],
             }],
-            "volumes": [{"name": "tmp", "emptyDir": {}}, auth_volume(app)],
+            "volumes": [{"name": "tmp", "emptyDir": {}}, auth_volume(app), *user_code_volumes(app)],
         },
     }
     if app.spec.state.checkpoint.executors_on_driver_node:

@@ -16,6 +16,7 @@ from .. import names
 from .common import CONTAINER_SECURITY, POD_SECURITY, Launch, image_of, metadata, placed
 from .disruption import DRIVER_ANNOTATIONS
 from .security import auth_mount, auth_volume
+from .user_code import user_code_mounts, user_code_volumes
 from .storage import s3_credentials_env
 
 
@@ -102,6 +103,7 @@ def _container(app: StreamApp, launch: Launch, restore_from: str | None, restore
             {"name": "tmp", "mountPath": "/tmp"},
             {"name": "spark-local", "mountPath": names.SPARK_LOCAL_DIR},
             auth_mount(),
+            *user_code_mounts(app),
         ],
     }
     if spec.image_pull_policy:
@@ -153,6 +155,7 @@ def render_driver_pod(app: StreamApp, uid: str, launch: Launch, config_hash: str
                 {"name": "tmp", "emptyDir": {}},
                 {"name": "spark-local", "emptyDir": {}},
                 auth_volume(app),
+                *user_code_volumes(app),
             ],
         }, meta, app, app.spec.driver),
     }

@@ -59,7 +59,8 @@ EVERYTHING = Policy.from_mapping({
     "images": ["*"], "sparkConf": {"allow": ["*"]}, "functions": {"refuse": []}, "kafkaOptions": {"allow": ["*"]},
     "checkpoints": {"locations": []}, "tables": {"locations": ["s3a://*"]}, "endpoints": {"allow": ["*"]},
     "pods": {"nodeSelector": {"refuse": []}, "tolerations": {"refuse": [], "everyTaint": True},
-             "annotations": {"refuse": []}, "labels": {"refuse": []}}})
+             "annotations": {"refuse": []}, "labels": {"refuse": []}},
+    "userCode": {"namespaces": ["*"], "modules": ["*"], "configMaps": ["*"]}})
 # What no policy lifts (the attack's `message`, or a header line `# policy: refused whatever the policy`):
 # credentials in the spec (it is copied into a ConfigMap), keys that only differ by spaces or case from the
 # operator's and Spark's own, '${' references Spark expands, locations outside the app's own

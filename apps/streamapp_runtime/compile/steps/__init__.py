@@ -16,6 +16,7 @@ from streamapp_runtime.compile.steps import stateless
 from streamapp_runtime.compile.steps.accumulate import accumulate
 from streamapp_runtime.compile.steps.dedupe import dedupe
 from streamapp_runtime.compile.steps.joins import stream_join
+from streamapp_runtime.compile.steps.python_function import dead_letters_of, python_step
 from streamapp_runtime.compile.steps.windows import aggregate
 
 __all__ = ["STEP_COMPILERS", "StepError", "apply_steps", "refusal"]  # StepError lives in frame.py, which steps and compiler share
@@ -72,6 +73,13 @@ class StepAt:
         return resolved[self.index].event_time is not None if self.index < len(resolved) else True
 
 
+def _python(at: StepAt, frame: Frame) -> Frame:
+    app = at.compiler.app
+    config_maps = list(app.spec.user_code.config_maps) if app.spec.user_code is not None else []
+    return python_step(frame, at.value, at.where, config_maps,
+                       dead_letters_of(app, at.compiler.kafka_options, at.stream.name, at.where))
+
+
 def _aggregate(at: StepAt, frame: Frame) -> Frame:
     """Over the windows of the window step just before it, if there is one."""
     window = at.stream.steps[at.index - 1].window if at.index else None
@@ -105,6 +113,7 @@ STEP_COMPILERS: dict[str, StepCompiler] = {
                                                at.compiler.state_function),
     "dedupe": lambda at, frame: dedupe(frame, at.value, at.where),
     "sql": lambda at, frame: stateless.sql(at.compiler.spark, frame, at.value, at.keeps_time),
+    "python": _python,
 }
 
 
