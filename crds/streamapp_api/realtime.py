@@ -40,6 +40,9 @@ def check_realtime(app: StreamApp) -> list[Issue]:
         if source.max_offsets_per_trigger is not None:
             issues.append(Issue(f"spec.sources[{i}].maxOffsetsPerTrigger", "real-time mode reads records as they "
                                 f"arrive, without batches to cap (Spark refuses it); remove it, {_MICRO_BATCHES}"))
+    if spec.udfs:
+        issues.append(Issue("spec.udfs", f"real-time mode runs Spark's own functions only; a udf runs in Python "
+                            f"workers: remove the udfs, {_MICRO_BATCHES}"))
     for i, stream in enumerate(spec.streams):
         for j, step in enumerate(stream.steps):
             if len(step.set_keys()) != 1:

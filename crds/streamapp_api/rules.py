@@ -302,6 +302,19 @@ def _check_capacity(app: StreamApp) -> Iterator[Issue]:
                             "app: its output would be read back as input", "warning")
 
 
+def check_udfs(app: StreamApp) -> Iterator[Issue]:
+    seen: set[str] = set()
+    for k, udf in enumerate(app.spec.udfs or []):
+        if udf.name.lower() in seen:  # Spark's function names ignore case
+            yield Issue(f"spec.udfs[{k}].name", f"{udf.name!r} is the name of another udf; give each its own")
+        seen.add(udf.name.lower())
+        try:
+            parse_spark_type(udf.returns)
+        except SparkTypeError as exc:
+            yield Issue(f"spec.udfs[{k}].returns",
+                        f"{udf.returns!r} is not a Spark SQL type ({exc}); use {SCHEMA_TYPE_HELP}")
+
+
 def check_objects(app: StreamApp) -> list[Issue]:
     """Every single-object rule (the CEL twins) and settings check."""
     issues: list[Issue] = []
@@ -317,5 +330,6 @@ def check_objects(app: StreamApp) -> list[Issue]:
             issues.append(Issue(f"spec.sinks[{i}]", ONE_TARGET_MESSAGE))
         for kind, target in sink.targets():
             issues.extend(Issue(f"spec.sinks[{i}].{kind}{f.field}", f.message, f.severity) for f in target.rule_findings())
+    issues.extend(check_udfs(app))
     issues.extend(check_settings(app))
     return issues

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.config import JsonDict
 
-from .base import MAX_LIST, ApiModel, K8sName, Name, api_config, cel
+from .base import MAX_LIST, MODULE_PATTERN, PYTHON_NAME_PATTERN, ApiModel, K8sName, Name, api_config, cel
 from .changes import IGNORE, RESCALE, RESTART, ByField, ByItem, BySteps, ChangeClass
 from .checkpoint import Checkpoint
 from .durations import REALTIME, Duration, SparkMemory, Trigger, cel_millis
@@ -348,6 +348,24 @@ class UserCode(ApiModel):
     )
 
 
+class Udf(ApiModel):
+    """A Python function of your own, called by name in the app's SQL expressions (a user-defined
+    function), one record at a time; needs the operator policy 'userCode' to allow it."""
+
+    name: str = Field(pattern=PYTHON_NAME_PATTERN, max_length=128,
+                      description="The name expressions call it by, e.g. 'tier' for 'tier(amount)'; not the name "
+                      "of a Spark SQL function.")
+    module: str = Field(pattern=MODULE_PATTERN, max_length=256,
+                        description="The module holding the function: of the app's image, or a file of a ConfigMap "
+                        "in spec.userCode.configMaps.")
+    function: str = Field(pattern=PYTHON_NAME_PATTERN, max_length=128,
+                          description="The function's name in the module; called with the call's arguments as "
+                          "Python values.")
+    returns: str = Field(max_length=1024, description="Spark SQL type of what it returns, e.g. string, double, "
+                         "boolean. A call that raises returns null and its arguments go to the dead-letter topic "
+                         "with the Python error.")
+
+
 class StreamAppSpec(ApiModel):
     """The desired pipeline: Kafka sources and tables, derived streams, and sinks."""
 
@@ -368,6 +386,9 @@ class StreamAppSpec(ApiModel):
         "for the driver and the executors from a private registry.",
     )
     user_code: Annotated[UserCode | None, RESTART] = Field(default=None, description=UserCode.__doc__)
+    udfs: Annotated[list[Udf] | None, RESTART] = Field(
+        default=None, max_length=MAX_LIST, description=Udf.__doc__, json_schema_extra=_LIST_MAP_BY_NAME,
+    )
     kafka: Annotated[Kafka, RESTART] = Field(description=Kafka.__doc__)
     sources: Annotated[list[Source], ByItem()] = Field(
         min_length=1, max_length=MAX_LIST, description="Streams read from Kafka (KStream).",

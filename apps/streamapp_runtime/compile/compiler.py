@@ -17,6 +17,7 @@ from streamapp_runtime.compile.sources import source_frame, spark_source_name
 from streamapp_runtime.compile.frame import StepError
 from streamapp_runtime.compile.steps import apply_steps
 from streamapp_runtime.compile.steps.table_join import table_join
+from streamapp_runtime.compile.udfs import register_udfs
 
 
 class Compiler:
@@ -32,6 +33,7 @@ class Compiler:
         self._building: list[str] = []
         self._source_names: set[str] = set()  # of the query being compiled
         self._count_bad: frozenset[str] = frozenset()  # sources whose bad records the query counts
+        register_udfs(spark, app, self.kafka_options)  # before any expression calls one
 
     def query_frame(self, name: str, count_bad: tuple[str, ...] = ()) -> Frame:
         """The frame a query writes: a new query, whose sources are named afresh; it counts the bad

@@ -1,4 +1,4 @@
-"""User code (python steps, spec.userCode): whether the admin lets an app's author run it. Module
+"""User code (python steps, spec.udfs, spec.userCode): whether the admin lets an app's author run it. Module
 names are put in one form before they are compared: dotted ASCII identifiers, as Python imports them
 (the API's pattern keeps Unicode out, whose NFKC folding gives one module several spellings). Pure.
 """
@@ -40,7 +40,7 @@ def module_allowed(module: str, allowed: tuple[str, ...]) -> bool:
 
 
 def user_code_issues(app: StreamApp, policy: UserCodePolicy) -> Iterator[Issue]:
-    """Every python step and user-code ConfigMap the policy does not allow, each at its field."""
+    """Every python step, udf and user-code ConfigMap the policy does not allow, each at its field."""
     namespace = app.metadata.namespace or "default"
     allowed_here = any(fnmatchcase(namespace, pattern) for pattern in policy.namespaces)
     why_not = (f"user code is refused in namespace {namespace!r}: it runs arbitrary code in the driver and the "
@@ -54,6 +54,12 @@ def user_code_issues(app: StreamApp, policy: UserCodePolicy) -> Iterator[Issue]:
         elif not any(fnmatchcase(name, pattern) for pattern in policy.config_maps):
             yield Issue(where, f"ConfigMap {shown(name)} is not allowed to hold user code on this cluster (operator "
                         f"policy 'userCode.configMaps': {', '.join(policy.config_maps) or 'none'})")
+    for k, udf in enumerate(app.spec.udfs or []):
+        if not allowed_here:
+            yield Issue(f"spec.udfs[{k}]", why_not)
+        elif not module_allowed(udf.module, policy.modules):
+            yield Issue(f"spec.udfs[{k}].module", f"module {shown(udf.module)} is not allowed on this cluster "
+                        f"(operator policy 'userCode.modules': {', '.join(policy.modules) or 'none'})")
     for i, stream in enumerate(app.spec.streams):
         for j, step in enumerate(stream.steps):
             if step.python is None:

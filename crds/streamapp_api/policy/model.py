@@ -74,12 +74,12 @@ class EndpointPolicy(_PolicyModel):
 
 
 class UserCodePolicy(_PolicyModel):
-    """Python steps: the author's own code, run in the driver and the executors with the app's service
+    """Python steps and udfs: the author's own code, run in the driver and the executors with the app's service
     account and Secrets (docs/security.md, "User code")."""
 
     namespaces: tuple[str, ...] = Field(default=(), description="Namespaces (globs) whose apps may run python "
-                                        "steps. Empty: none.")
-    modules: tuple[str, ...] = Field(default=(), description="Modules python steps may call a function of: a "
+                                        "steps and udfs. Empty: none.")
+    modules: tuple[str, ...] = Field(default=(), description="Modules python steps and udfs may call a function of: a "
                                      "dotted name allows that module and those under it ('acme' allows "
                                      "'acme.enrich'); '*' allows any. Empty: none.")
     config_maps: tuple[str, ...] = Field(default=(), description="ConfigMaps (globs of names) spec.userCode."

@@ -136,9 +136,43 @@ def test_the_user_code_example_is_valid_under_its_policy_and_its_function_return
     assert set(step.schema_) <= set(out.columns) and out["gross"].tolist() == [238.0]
     with pytest.raises(KeyError):
         module[step.function](orders.assign(country="XX"))
+    (udf,) = app.spec.udfs or []
+    assert module[udf.function](1190.0) == "large"
 
 
 def test_real_time_mode_refuses_a_python_step_naming_it():
     with pytest.raises(InvalidSpec, match=r"spec\.streams\[0\]\.steps\[0\]\.python: real-time mode runs Spark's own "
                                           r"steps only .* a python step takes records in batches"):
         load(document(TAG, trigger="realtime"))
+
+
+UDFS = [{"name": "tier", "module": "acme.pricing", "function": "tier", "returns": "string"}]
+
+
+def test_udfs_are_called_in_expressions_and_need_the_policy_like_python_steps():
+    doc = document({"filter": "tier(amount) = 'gold'"},
+                   {"aggregate": {"groupBy": ["customer"], "columns": {"gold": "count_if(tier(amount) = 'gold')"}}},
+                   udfs=UDFS)
+    assert errors(doc) == []
+    found = {i.path: i.message for i in check_policy(load(doc))}
+    assert list(found) == ["spec.udfs[0]"] and "user code is refused in namespace 'shop'" in found["spec.udfs[0]"]
+    other_module = Policy.from_mapping({"userCode": {"namespaces": ["shop"], "modules": ["acme.other"]}})
+    assert [i.path for i in check_policy(load(doc), other_module)] == ["spec.udfs[0].module"]
+
+
+@pytest.mark.parametrize("udfs, path, fragment", [
+    ([{**UDFS[0], "returns": "strin"}], "spec.udfs[0].returns", "not a Spark SQL type"),
+    ([UDFS[0], {**UDFS[0], "name": "Tier"}], "spec.udfs[1].name", "the name of another udf"),
+    ([{**UDFS[0], "name": "tier(x)"}], "spec.udfs[0].name", "a Python name of ASCII letters"),
+    ([{**UDFS[0], "module": "acme/pricing"}], "spec.udfs[0].module", "a dotted Python module name"),
+])
+def test_a_udf_is_refused_naming_the_field(udfs, path, fragment):
+    with pytest.raises(InvalidSpec) as refused:
+        load(document({"filter": "amount > 0"}, udfs=udfs))
+    assert any(i.path == path and fragment in i.message for i in refused.value.issues), \
+        [str(i) for i in refused.value.issues]
+
+
+def test_real_time_mode_refuses_udfs():
+    with pytest.raises(InvalidSpec, match=r"spec\.udfs: real-time mode runs Spark's own functions only"):
+        load(document({"filter": "amount > 0"}, udfs=UDFS, trigger="realtime"))

@@ -16,7 +16,8 @@ from streamapp_runtime.compile.steps import stateless
 from streamapp_runtime.compile.steps.accumulate import accumulate
 from streamapp_runtime.compile.steps.dedupe import dedupe
 from streamapp_runtime.compile.steps.joins import stream_join
-from streamapp_runtime.compile.steps.python_function import dead_letters_of, python_step
+from streamapp_runtime.compile.steps.python_function import python_step
+from streamapp_runtime.compile.user_code import dead_letters_of
 from streamapp_runtime.compile.steps.windows import aggregate
 
 __all__ = ["STEP_COMPILERS", "StepError", "apply_steps", "refusal"]  # StepError lives in frame.py, which steps and compiler share
@@ -77,7 +78,8 @@ def _python(at: StepAt, frame: Frame) -> Frame:
     app = at.compiler.app
     config_maps = list(app.spec.user_code.config_maps) if app.spec.user_code is not None else []
     return python_step(frame, at.value, at.where, config_maps,
-                       dead_letters_of(app, at.compiler.kafka_options, at.stream.name, at.where))
+                       dead_letters_of(app, at.compiler.kafka_options, at.where,
+                                       (("streamapp.stream", at.stream.name), ("streamapp.step", at.where))))
 
 
 def _aggregate(at: StepAt, frame: Frame) -> Frame:

@@ -11,75 +11,19 @@ writes them again (at least once, whatever ``deadLetter.delivery`` says: docs/ap
 
 from __future__ import annotations
 
-import importlib
-import json
-import os
-import sys
-import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 # At module level: mapInPandas hands the workers pandas frames; the type hints below name them.
 import pandas as pd
 
-from streamapp_api import contract
 from streamapp_api.coltypes import METADATA_TYPES
 from streamapp_api.steps import PythonFunction
 
 from streamapp_runtime import spark_compat
 from streamapp_runtime.compile.frame import INTERNAL_PREFIX, Frame, StepError
-from streamapp_runtime.connections import admin_config, librdkafka_client
-
-# How long a task waits for Kafka to take its dead letters before it fails (and Spark retries it).
-DEAD_LETTER_FLUSH_S = 60
-
-
-def user_code_paths(config_maps: list[str]) -> list[str]:
-    """The directories of spec.userCode's ConfigMaps, where this process finds them."""
-    root = os.environ.get(contract.ENV_USER_CODE_DIR, contract.USER_CODE_DIR)
-    return [contract.user_code_path(name, root) for name in config_maps]
-
-
-def load_function(module: str, function: str, paths: list[str]) -> Callable:
-    """The function, imported with the user-code directories first on the path (ImportError,
-    AttributeError or TypeError say what is missing)."""
-    for path in reversed(paths):
-        if path not in sys.path:
-            sys.path.insert(0, path)
-    found = getattr(importlib.import_module(module), function)
-    if not callable(found):
-        raise TypeError(f"{module}.{function} is a {type(found).__name__}, not a function")
-    return found
-
-
-def error_text(exc: BaseException) -> str:
-    """The Python error as the dead-letter header carries it: its type and message."""
-    return "".join(traceback.format_exception_only(type(exc), exc)).strip()
-
-
-@dataclass(frozen=True)
-class DeadLetters:
-    """Where a python step's failed records go: the app's dead-letter topic, through a librdkafka
-    producer of the worker's own (its configuration from the readers' options)."""
-
-    topic: str
-    config: dict[str, str]
-    stream: str
-    where: str  # the step's path in the spec
-
-
-# One producer per configuration in each Python worker: Spark reuses its workers between batches.
-_PRODUCERS: dict[str, object] = {}
-
-
-def _producer(letters: DeadLetters):
-    from confluent_kafka import Producer
-
-    key = json.dumps(letters.config, sort_keys=True)
-    if key not in _PRODUCERS:
-        _PRODUCERS[key] = librdkafka_client(Producer, {**letters.config, "enable.idempotence": "true",
-                                                       "linger.ms": "20"})
-    return _PRODUCERS[key]
+from streamapp_runtime.compile.user_code import (DEAD_LETTER_FLUSH_S, DeadLetters, error_text, load_function, producer,
+                                                 user_code_paths)
 
 
 @dataclass(frozen=True)
@@ -96,15 +40,15 @@ class FunctionCall:
     def __call__(self, batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         function = load_function(self.module, self.function, list(self.paths))
         failures: list[str] = []
-        producer = None
+        kafka = None
         for batch in batches:
             out, failed = self._apply(function, batch)
             if failed and self.letters is not None:
-                producer = producer or _producer(self.letters)
-                self._dead_letter(producer, failed, failures)
+                kafka = kafka or producer(self.letters)
+                self._dead_letter(kafka, failed, failures)
             yield out
-        if producer is not None:
-            left = producer.flush(DEAD_LETTER_FLUSH_S)
+        if kafka is not None:
+            left = kafka.flush(DEAD_LETTER_FLUSH_S)
             if left or failures:  # the task fails and Spark runs it again: no dead letter is lost
                 raise RuntimeError(f"{self.letters.where}: {left or len(failures)} dead letter(s) not written to "
                                    f"{self.letters.topic}: {'; '.join(failures[:3]) or 'Kafka did not take them'}")
@@ -153,8 +97,7 @@ class FunctionCall:
                 failures.append(str(err))
 
         for row, error in failed:
-            headers = [("streamapp.error", error), ("streamapp.stream", letters.stream),
-                       ("streamapp.step", letters.where)]
+            headers = [("streamapp.error", error), *letters.headers]
             headers += [(f"streamapp.{c[1:]}", str(row[c])) for c in ("_topic", "_partition", "_offset") if c in row]
             key = row.get("_key")
             # pandas writes its own types (numpy numbers, timestamps in ISO 8601) as JSON
@@ -186,9 +129,3 @@ def python_step(frame: Frame, value: PythonFunction, where: str, config_maps: li
     call = FunctionCall(value.module, value.function, tuple(paths), tuple(types), spark_compat.arrow_schema(ddl),
                         letters)
     return frame.with_df(df.mapInPandas(call, ddl), event_time=None, watermark=None)
-
-
-def dead_letters_of(app, kafka_options: dict[str, str], stream: str, where: str) -> DeadLetters | None:
-    """The app's dead-letter topic for a python step's failed records; None when dead letters are off."""
-    topic = app.dead_letter_topic
-    return None if topic is None else DeadLetters(topic, admin_config(kafka_options), stream, where)
