@@ -227,6 +227,19 @@ def test_the_dead_letter_topic_has_one_default():
     assert _example(deadLetter={"enabled": False}).dead_letter_topic is None
 
 
+def test_user_code_config_maps_are_mounted_where_the_runtime_puts_them_on_the_python_path(monkeypatch):
+    from streamapp_runtime.compile.user_code import user_code_paths
+
+    monkeypatch.delenv(contract.ENV_USER_CODE_DIR, raising=False)  # the pods do not set it
+    objects = _rendered(_example(userCode={"configMaps": ["pricing", "shared-code"]}))
+    executor = yaml.safe_load(objects["ConfigMap"]["data"][contract.EXECUTOR_TEMPLATE_FILE])
+    for pod in (objects["Pod"], executor):
+        volumes = {v["name"]: v.get("configMap", {}).get("name") for v in pod["spec"]["volumes"]}
+        mounted = [m["mountPath"] for m in pod["spec"]["containers"][0]["volumeMounts"]
+                   if volumes.get(m["name"]) in ("pricing", "shared-code") and m["readOnly"]]
+        assert mounted == user_code_paths(["pricing", "shared-code"])
+
+
 def test_the_test_bed_sets_the_jars_variable_the_runtime_reads():
     """The two packages may not import each other (.importlinter), so the name is checked here."""
     from streamapp_runtime.run.session import JARS_ENV
