@@ -152,7 +152,12 @@ def pytest_configure(config):
     # on small inputs: the C1 compiler alone and the serial collector spend far less CPU on them than
     # the JVM's defaults (C2 compiler threads, G1's), CPU the two lanes of `make test` share. Neither
     # changes what Spark computes; `make bench` and the images keep the JVM's defaults.
-    os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+    # Delta rebuilds a table's snapshot from its log in spark.databricks.delta.snapshotPartitions tasks
+    # (50 by default) at every batch that writes it: on the tests' tables of a few files those tasks
+    # were most of a Delta batch. A JVM system property `spark.*` is a setting of that JVM's Spark
+    # session; it changes no result either.
+    os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC "
+                          "-Dspark.databricks.delta.snapshotPartitions=1")
     # Scratch space of this run, removed at its end: Spark's local dirs (a driver killed with -9
     # never removes its own, and a run used to leave ~80 of them under /tmp), helm's home, the
     # webhook's certificates, whatever a test's tempfile.mkdtemp makes.
