@@ -97,14 +97,19 @@ RUN apt-get update -qq \
 COPY --from=venv-runtime /opt/venv /opt/venv
 RUN ln -sfn "$(/opt/venv/bin/python -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')" /opt/spark
 COPY --from=jars /build/jars/ /opt/spark/jars/
+ENV JAVA_HOME=/opt/java SPARK_HOME=/opt/spark PYSPARK_PYTHON=/opt/venv/bin/python \
+    PYSPARK_DRIVER_PYTHON=/opt/venv/bin/python
+# A class-data-sharing archive of the classes a driver loads, made by a short local Spark job: the
+# driver's and the executors' JVMs map it and start with about half the CPU (docs/performance.md).
+COPY apps/streamapp_runtime/class_archive.py /tmp/class_archive.py
+RUN SPARK_LOCAL_IP=127.0.0.1 python /tmp/class_archive.py /opt/spark/streamapp-classes.jsa && rm /tmp/class_archive.py
+ENV STREAMAPP_CLASS_ARCHIVE=/opt/spark/streamapp-classes.jsa
 COPY crds/streamapp_api /opt/streamapp/streamapp_api
 COPY apps/streamapp_runtime /opt/streamapp/streamapp_runtime
 COPY testbed/cluster/image/streamapp /opt/venv/bin/streamapp
 COPY testbed/cluster/image/entrypoint.sh /opt/entrypoint.sh
 # the executors' preStop hook with spark.decommission.enabled (Spark's default path)
 COPY testbed/cluster/image/decom.sh /opt/decom.sh
-ENV JAVA_HOME=/opt/java SPARK_HOME=/opt/spark PYSPARK_PYTHON=/opt/venv/bin/python \
-    PYSPARK_DRIVER_PYTHON=/opt/venv/bin/python
 RUN echo /opt/streamapp >"$(/opt/venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/streamapp.pth" \
  && groupadd -g 185 spark && useradd -u 185 -g 185 -d /tmp -M -s /usr/sbin/nologin spark \
  && python -c 'import pyspark, streamapp_runtime.cli, pyspark.sql.streaming.proto.StateMessage_pb2' \

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import sys
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -107,6 +109,24 @@ class Installed:
         return ",".join(str(p) for folder in folders for p in sorted(folder.glob("*.jar")))
 
 
+def java_runtime_version() -> str:
+    """The version of the JDK on PATH (its `release` file), e.g. 17.0.15+6-Debian-1deb12u1; "" if none."""
+    java = shutil.which("java")
+    if not java:
+        return ""
+    release = Path(java).resolve().parent.parent / "release"
+    for line in release.read_text().splitlines() if release.is_file() else []:
+        if line.startswith("JAVA_RUNTIME_VERSION="):
+            return line.partition("=")[2].strip('"')
+    return ""
+
+
+def class_archive() -> Path:
+    """The class-data-sharing archive of this Python environment's Spark on this JDK (bootstrap.sh
+    makes it with streamapp_runtime/class_archive.py; a JVM it does not fit ignores it)."""
+    return cache_dir() / "class-archive" / f"{Path(sys.prefix).resolve().name}-java-{java_runtime_version() or 'none'}.jsa"
+
+
 def installed() -> Installed:
     return Installed(cache_dir())
 
@@ -116,6 +136,14 @@ def installed() -> Installed:
 SPARK_JARS_ENV = "STREAMAPP_SPARK_JARS"
 
 
+# The variable through which the runtime finds a class-data-sharing archive (streamapp_runtime.run.session).
+CLASS_ARCHIVE_ENV = "STREAMAPP_CLASS_ARCHIVE"
+
+
 def local_run_env() -> dict[str, str]:
-    """What a local run of the runtime needs from this machine's installation: the connector jars."""
-    return {SPARK_JARS_ENV: installed().spark_jars_conf()}
+    """What a local run of the runtime needs from this machine's installation: the connector jars,
+    and the class archive of its Spark when bootstrap.sh made one (JVMs start with half the CPU)."""
+    env = {SPARK_JARS_ENV: installed().spark_jars_conf()}
+    if class_archive().is_file():
+        env[CLASS_ARCHIVE_ENV] = str(class_archive())
+    return env

@@ -34,6 +34,22 @@ SCRATCH_DIRS = ("artifacts", "spark-warehouse")
 _made_here: list[str] = []
 
 
+# A class-data-sharing archive of the classes a driver loads (streamapp_runtime/class_archive.py):
+# the runtime image has one, the test bed makes one per Python environment. The driver's and the
+# executors' JVMs map it and start with about half the CPU; one that does not fit their JDK or jars is
+# ignored, quietly.
+CLASS_ARCHIVE_ENV = "STREAMAPP_CLASS_ARCHIVE"
+JAVA_OPTIONS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
+
+
+def with_class_archive(conf: dict[str, str], archive: str | None) -> dict[str, str]:
+    """``conf`` with the JVM options that map ``archive``, when it is a file; else ``conf`` unchanged."""
+    if not archive or not os.path.isfile(archive):
+        return conf
+    options = f"-XX:SharedArchiveFile={archive} -Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
+    return conf | {key: f"{conf[key]} {options}" if conf.get(key) else options for key in JAVA_OPTIONS}
+
+
 def bind_to_loopback() -> None:
     """Keep a local-mode Spark (driver, UI, block manager) on loopback, before its JVM starts."""
     for name, value in LOOPBACK_ENV.items():
@@ -43,7 +59,7 @@ def bind_to_loopback() -> None:
 def create_session(conf: dict[str, str]):
     from pyspark.sql import SparkSession
 
-    conf = dict(conf)
+    conf = with_class_archive(dict(conf), os.environ.get(CLASS_ARCHIVE_ENV))
     # Python workers need the runtime's packages (pandas, psycopg): use this interpreter unless told otherwise.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if conf.get("spark.master", "local").startswith("local"):

@@ -24,6 +24,11 @@ case "${1:-}" in
     [[ -n ${SPARK_EXTRA_CLASSPATH:-} ]] && classpath+=":$SPARK_EXTRA_CLASSPATH"
     [[ -n ${HADOOP_CONF_DIR:-} ]] && classpath="$HADOOP_CONF_DIR:$classpath"
     classpath+=":$PWD"
+    # The driver's classpath when the image's class-data-sharing archive was made, first: the JVM
+    # maps the archive only when its classpath starts with that one (apps/streamapp_runtime/class_archive.py).
+    if [[ -n ${STREAMAPP_CLASS_ARCHIVE:-} && -f $STREAMAPP_CLASS_ARCHIVE.classpath ]]; then
+      classpath="$(<"$STREAMAPP_CLASS_ARCHIVE.classpath"):$classpath"
+    fi
     cmd=(
       "$JAVA_HOME/bin/java" "${java_opts[@]}"
       -Xms"$SPARK_EXECUTOR_MEMORY" -Xmx"$SPARK_EXECUTOR_MEMORY"
