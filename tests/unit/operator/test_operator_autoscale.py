@@ -162,6 +162,16 @@ def test_an_operator_restart_watches_a_whole_window_before_acting():
     assert (decision.target, decision.wait) == (2, timedelta(seconds=30))
 
 
+def test_an_ask_recorded_before_a_short_window_still_counts_for_the_whole_window():
+    # asks are recorded when they change (or now and then): with a 2 s down window the only one may
+    # be older than the window, and it held all through it
+    short = replace(POLICY, down_window=timedelta(seconds=2))
+    history = LoadHistory(recommendations=(Recommendation(T0 - timedelta(seconds=3), 2),))
+    decision = decide(signals(load(input_rate=1000, processed=6000)), BOUNDS, short, 6, None, history,
+                      T0 + timedelta(milliseconds=500))
+    assert decision.target == 2
+
+
 def test_lag_trend_from_successive_batches():
     history = LoadHistory()
     for second, lag in ((0, 1000), (10, 1500), (20, 3000)):

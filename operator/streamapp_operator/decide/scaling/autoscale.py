@@ -243,7 +243,11 @@ def _stabilised(history: LoadHistory, current: int, last_change: datetime | None
         wait = window - (now - last_change)
         return current, wait, f"scaling {direction} at most once per {_seconds(window)} (last change " \
                               f"{_seconds(now - last_change)} ago)"
-    asked = [r.executors for r in history.recommendations if now - r.at <= window]
+    # what was asked throughout the window: the ask in force at its start (recorded before it: one is
+    # recorded only when it changes or now and then), and every one since
+    start = now - window
+    asked = [r.executors for r in history.recommendations if r.at <= start][-1:] + \
+        [r.executors for r in history.recommendations if r.at > start]
     target = min(asked) if up else max(asked)
     if (up and target <= current) or (not up and target >= current):
         return current, None, f"scaling {direction} once that holds for {_seconds(window)}"
