@@ -7,7 +7,9 @@ streaming job like the runtime's (a source, JSON, a window aggregation kept in R
 sink) on local Spark with ``-XX:ArchiveClassesAtExit``; it fits only the JDK and the Spark jars it
 was made with, and a JVM given one that does not fit ignores it (``-Xshare:auto``).
 
-Self-contained (only pyspark): the runtime image makes its archive before the runtime's code is in it.
+Self-contained (only pyspark): the runtime image makes its archive before the runtime's code is in it,
+so the two reads of py4j it needs (the JVM's classpath, the gateway process to wait for) are here
+rather than in spark_compat.
 """
 
 from __future__ import annotations
