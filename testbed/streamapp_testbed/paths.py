@@ -143,7 +143,7 @@ CLASS_ARCHIVE_ENV = "STREAMAPP_CLASS_ARCHIVE"
 def local_run_env() -> dict[str, str]:
     """What a local run of the runtime needs from this machine's installation: the connector jars,
     and the class archive of its Spark when bootstrap.sh made one (JVMs start with half the CPU)."""
-    env = {SPARK_JARS_ENV: installed().spark_jars_conf()}
-    if class_archive().is_file():
-        env[CLASS_ARCHIVE_ENV] = str(class_archive())
+    env, archive = {SPARK_JARS_ENV: installed().spark_jars_conf()}, class_archive()
+    if archive.is_file():
+        env[CLASS_ARCHIVE_ENV] = str(archive)
     return env
