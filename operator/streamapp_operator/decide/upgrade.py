@@ -5,8 +5,8 @@
   Ready or does not answer, ``PRE_CHANGE_WAIT`` plus two triggers passed): then ``SnapshotSkipped``.
 - After: the change's driver is watched (status.upgrade.watching). Ready for spec.upgrade.healthWindow
   with no failure since the change, its spec becomes the last stable spec (status.upgrade.lastStable*).
-  A failure in the window (a counted restart, a failed or refused driver, no Ready driver when it ends)
-  fails the change; a driver running but not Ready when it ends has ``LATE_GRACE`` more to get Ready or
+  A failure in the window (a counted restart, a failed or refused driver, an image the node cannot have,
+  no Ready driver when it ends) fails the change; a driver running but not Ready when it ends has ``LATE_GRACE`` more to get Ready or
   to exit with its own reason.
 - Rollback (spec.upgrade.rollback, off by default): a failed change goes back to the last stable spec,
   on the same state generation restored from the snapshot taken before the change (the runtime replaces
@@ -47,6 +47,10 @@ PRE_CHANGE_LOOK = timedelta(seconds=5)
 # a failure (its Spark session closing) then exits with the failure's own reason, a slow one may yet be Ready.
 LATE_GRACE = timedelta(minutes=1)
 ROLLED_BACK = "RolledBack"
+# Why a driver container waits that no waiting cures: the image is not on the node and may not be pulled
+# (imagePullPolicy Never), or its name is not an image name. Such a change fails at once, not at the window's
+# end; a pull that failed (ErrImagePull, ImagePullBackOff) may yet succeed, so it has the window.
+NEVER_STARTS = ("ErrImageNeverPull", "InvalidImageName")
 SPEC_LIMIT = 262144  # characters of a spec kept in status (the status model's bound)
 
 
@@ -157,6 +161,8 @@ def _failure(obs: Observed, started: datetime, window: timedelta, now: datetime)
         return f"its driver {'exited' if pod.state == 'succeeded' else 'failed'}{_first_line(pod.message)}"
     if obs.status.get("phase") == "Failed":
         return "the operator gave up restarting its driver"
+    if pod.state == "pending" and pod.waiting in NEVER_STARTS:
+        return f"its driver cannot start ({pod.waiting}{_first_line(pod.message)})"
     if now - started >= window and not (pod.state == "running" and pod.ready):
         if pod.state == "running" and now - started < window + LATE_GRACE:
             return None

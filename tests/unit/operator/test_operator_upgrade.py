@@ -206,6 +206,23 @@ def test_a_driver_not_ready_within_the_window_is_rolled_back():
     assert not {"SnapshotRequested", "SnapshotSkipped"} & set(reasons(p))  # the failed spec's state is not kept
 
 
+@pytest.mark.parametrize("waiting, at_once", [("ErrImageNeverPull", True), ("InvalidImageName", True),
+                                               ("ImagePullBackOff", False), ("ErrImagePull", False),
+                                               ("CreateContainerConfigError", False)])
+def test_a_driver_whose_image_the_node_cannot_have_is_rolled_back_without_waiting_for_the_window(waiting, at_once):
+    """An image absent with imagePullPolicy Never, or a name that is no image's, never starts: no reason to wait
+    the window. A failed pull may succeed on a retry and a missing Secret may be created: those get the window."""
+    stuck = world(pod=PodObservation("pending", waiting=waiting, message="image not present"), status=watched(NOW),
+                  applied=make_app(image="runtime:2"), **NEW, **ROLLBACK)
+    rollback = plan(stuck, SETTINGS, Memory(), NOW + 10 * SEC).status["upgrade"].get("rollback")
+    if at_once:
+        assert f"its driver cannot start ({waiting}: image not present)" in rollback["reason"], rollback
+    else:
+        assert rollback is None
+        late = plan(stuck, SETTINGS, Memory(), NOW + 5 * MIN + SEC).status["upgrade"]["rollback"]
+        assert "not Ready within healthWindow (5m00s)" in late["reason"], late
+
+
 def test_a_driver_that_fails_in_the_late_minute_is_rolled_back_with_its_own_reason():
     """A driver whose query failed is not Ready while its Spark session closes: when the window ends then,
     the reason of the rollback is the failure its exit gives, not the window."""
