@@ -203,6 +203,9 @@ class ValueFormatKind:
     columns: dict[str, str] = field(default_factory=dict)
     # Records name their schema by an id the app's schema registry (spec.kafka.schemaRegistry) knows.
     needs_registry: bool = False
+    # The registry's type of the schemas this format reads ("AVRO"): the reader schema's columns come from
+    # schema_registry.COLUMNS_OF by it. None: the format reads no registry.
+    registry_type: str | None = None
 
     def schema_problem(self, name: str, has_schema: bool) -> str | None:
         """Why the schema may not be (un)set for this format, or None."""
@@ -224,7 +227,7 @@ ValueFormat = Literal["json", "string", "avro"]
 VALUE_FORMATS: dict[str, ValueFormatKind] = {
     "json": ValueFormatKind(needs_schema=True, can_be_malformed=True),
     # The schema names the columns read of the subject's Avro record (its latest version at start).
-    "avro": ValueFormatKind(needs_schema=True, can_be_malformed=True, needs_registry=True),
+    "avro": ValueFormatKind(needs_schema=True, can_be_malformed=True, needs_registry=True, registry_type="AVRO"),
     "string": ValueFormatKind(needs_schema=False, can_be_malformed=False, columns={"value": "string"}),
 }
 

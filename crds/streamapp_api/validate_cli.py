@@ -1,5 +1,8 @@
 """``streamapp validate FILE...``: check manifests; print findings as FILE:LINE: severity: path: message.
 
+Sources and tables read through a schema registry have their declared columns checked against the
+subjects' latest schemas when the registry answers from here (registry_check.py; ``--offline`` skips it).
+
 Exit status: 0 all valid, 1 some manifest invalid (or, with --strict, has warnings), 2 usage or I/O error.
 Multi-document files are supported; documents of other kinds (a Secret next to the app) are skipped.
 """
@@ -8,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -19,7 +23,11 @@ from .document import parse
 from .errors import InvalidSpec, Issue
 from .limits import MAX_DEPTH, MAX_NODES, MAX_TEXT_BYTES, bracket_depth
 from .policy import Policy
+from .registry_check import RegistryAccess, registry_issues
 from .spec import GROUP, KIND
+
+# HTTP Basic credentials ('user:password') for the schema registry, when it asks for them.
+REGISTRY_USER_INFO_ENV = "STREAMAPP_SCHEMA_REGISTRY_USER_INFO"
 
 _PART = re.compile(r"\.?([A-Za-z_][A-Za-z0-9_]*)|\[([^\]]*)\]")
 
@@ -152,8 +160,10 @@ def yaml_problem(exc: yaml.YAMLError) -> str:
     return problem
 
 
-def check_text(text: str, file: str, policy: Policy | None = None) -> list[Report]:
-    """Reports for every document of one YAML text, under ``policy`` (default: ``Policy()``)."""
+def check_text(text: str, file: str, policy: Policy | None = None,
+               registry: RegistryAccess | None = None) -> list[Report]:
+    """Reports for every document of one YAML text, under ``policy`` (default: ``Policy()``); with
+    ``registry``, an app without errors also has its registry-read columns checked against the registry."""
     policy = policy if policy is not None else Policy()
     try:
         loaded, problem = load_documents(text)
@@ -174,18 +184,20 @@ def check_text(text: str, file: str, policy: Policy | None = None) -> list[Repor
         if other:
             reports.append(Report(file, index, name, skipped=other))
             continue
-        _, issues = parse(doc, policy)
+        app, issues = parse(doc, policy)
+        if registry is not None and app is not None and not any(i.severity == "error" for i in issues):
+            issues = [*issues, *registry_issues(app, registry)]
         reports.append(Report(file, index, name, [(issue, locate(node, issue.path)) for issue in issues]))
     if not any(r.skipped is None for r in reports):
         reports.append(Report(file, 0, None, [(Issue("(file)", f"no {KIND} manifest found"), None)]))
     return reports
 
 
-def check_file(file: str, policy: Policy | None = None) -> list[Report]:
+def check_file(file: str, policy: Policy | None = None, registry: RegistryAccess | None = None) -> list[Report]:
     if file == "-":
-        return check_text(sys.stdin.read(), "<stdin>", policy)
+        return check_text(sys.stdin.read(), "<stdin>", policy, registry)
     with open(file, encoding="utf-8") as handle:
-        return check_text(handle.read(), file, policy)
+        return check_text(handle.read(), file, policy, registry)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -194,6 +206,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policy", metavar="FILE", help="the cluster's policy (YAML: the chart's `policy` values; "
                         "what apps may run: images, sparkConf, functions, Kafka options); default: the safe defaults "
                         "of docs/security.md")
+    parser.add_argument("--schema-registry", metavar="URL",
+                        help="the schema registry's address from here, when spec.kafka.schemaRegistry.url is one "
+                        "only the cluster resolves; HTTP Basic credentials from $" + REGISTRY_USER_INFO_ENV +
+                        " ('user:password')")
+    parser.add_argument("--offline", action="store_true",
+                        help="do not check the columns of Avro sources and tables against the schema registry")
     parser.add_argument("-q", "--quiet", action="store_true", help="print only findings, not valid manifests")
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text", help="output format")
 
@@ -223,9 +241,10 @@ def run(args: argparse.Namespace) -> int:
     except InvalidSpec as exc:
         print(f"streamapp validate: --policy {args.policy}: {exc}", file=sys.stderr)
         return 2
+    registry = None if args.offline else RegistryAccess(args.schema_registry, os.environ.get(REGISTRY_USER_INFO_ENV))
     for file in args.files:
         try:
-            reports.extend(check_file(file, policy))
+            reports.extend(check_file(file, policy, registry))
         except OSError as exc:
             print(f"streamapp validate: cannot read {file}: {exc.strerror}", file=sys.stderr)
             return 2

@@ -52,7 +52,8 @@ def test_each_record_is_read_with_its_writer_schema_and_the_unreadable_ones_say_
         kafka, schema_registry, spark, names):
     from datetime import datetime, timezone
 
-    from streamapp_runtime.compile.avro_values import ReaderSchema, Registry, topic_subject
+    from streamapp_api.schema_registry import Registry, topic_subject
+    from streamapp_runtime.compile.avro_values import ReaderSchema
 
     topic = names("clicks")
     create_topic(kafka.bootstrap, topic, partitions=1)
@@ -89,7 +90,8 @@ def test_each_record_is_read_with_its_writer_schema_and_the_unreadable_ones_say_
 
 
 def test_avro_keys_are_read_under_the_key_subject(kafka, schema_registry, spark, names):
-    from streamapp_runtime.compile.avro_values import ReaderSchema, Registry, topic_subject
+    from streamapp_api.schema_registry import Registry, topic_subject
+    from streamapp_runtime.compile.avro_values import ReaderSchema
 
     key_schema = {"type": "record", "name": "UserKey", "fields": [{"name": "user", "type": "string"},
                                                                   {"name": "region", "type": "int"}]}
@@ -105,7 +107,8 @@ def test_avro_keys_are_read_under_the_key_subject(kafka, schema_registry, spark,
 
 
 def test_a_reader_on_a_registry_with_basic_auth_uses_its_credentials(schema_registry_with_auth):
-    from streamapp_runtime.compile.avro_values import ReaderSchema, Registry, RegistryError, decoder
+    from streamapp_api.schema_registry import Registry, RegistryError
+    from streamapp_runtime.compile.avro_values import ReaderSchema, decoder
 
     _serializer(schema_registry_with_auth, CLICK_V1, "authed")({"user": "a", "n": 1, "at": 0})
     user_info = schema_registry_with_auth.client_conf()["basic.auth.user.info"]

@@ -21,61 +21,16 @@ from __future__ import annotations
 import io
 import json
 import struct
-import urllib.error
-import urllib.parse
-import urllib.request
-from base64 import b64encode
 from dataclasses import dataclass, field
 
 # At module level: pandas_udf reads the decoder's type hints (pd.Series -> pd.DataFrame) in this
 # module's globals.
 import pandas as pd
 
+from streamapp_api.schema_registry import Registry, RegistryError, avro_columns, schema_type
+
 MAGIC = 0
 HEADER = struct.Struct(">bI")  # the magic byte and the schema id
-
-# Avro's primitive types -> Spark SQL types of the columns they become.
-_SPARK_TYPES = {"string": "string", "long": "bigint", "int": "int", "double": "double", "float": "float",
-                "boolean": "boolean", "bytes": "binary"}
-# Logical types whose values fastavro gives as Python objects Spark reads as its own.
-_SPARK_LOGICAL = {"timestamp-millis": "timestamp", "timestamp-micros": "timestamp", "date": "date"}
-
-
-class RegistryError(RuntimeError):
-    """The registry did not answer as expected (not a missing schema): the batch fails and is retried,
-    no record is sent to the dead-letter topic for it."""
-
-
-@dataclass(frozen=True)
-class Registry:
-    """Where the schema registry is and the credentials of HTTP Basic auth ('user:password'), if any."""
-
-    url: str
-    user_info: str | None = None
-
-    def get(self, path: str) -> dict | None:
-        """The JSON answer of GET ``path``; None for 404 (no such subject, version or id)."""
-        request = urllib.request.Request(self.url.rstrip("/") + path,
-                                         headers={"Accept": "application/vnd.schemaregistry.v1+json"})
-        if self.user_info:
-            request.add_header("Authorization", "Basic " + b64encode(self.user_info.encode()).decode())
-        try:
-            with urllib.request.urlopen(request, timeout=10) as response:
-                return json.load(response)
-        except urllib.error.HTTPError as exc:
-            if exc.code == 404:
-                return None
-            raise RegistryError(f"schema registry {self.url}: GET {path}: HTTP {exc.code} {exc.reason}") from exc
-        except OSError as exc:
-            raise RegistryError(f"schema registry {self.url}: GET {path}: {exc}") from exc
-
-
-def topic_subject(topic: str, part: str = "value") -> str:
-    """The subject of a topic's values (``part`` "value") or keys ("key") under TopicNameStrategy, the
-    serializers' default. Pure."""
-    if part not in ("key", "value"):
-        raise ValueError(f"part {part!r}: 'key' or 'value'")
-    return f"{topic}-{part}"
 
 
 @dataclass(frozen=True)
@@ -89,44 +44,17 @@ class ReaderSchema:
 
     @classmethod
     def latest(cls, registry: Registry, subject: str) -> "ReaderSchema":
-        answer = registry.get(f"/subjects/{urllib.parse.quote(subject, safe='')}/versions/latest")
+        answer = registry.latest(subject)
         if answer is None:
             raise RegistryError(f"schema registry {registry.url} has no subject {subject!r}: register the "
                                 f"value schema (a producer's serializer does on its first record)")
-        if answer.get("schemaType", "AVRO") != "AVRO":
+        if schema_type(answer) != "AVRO":
             raise RegistryError(f"subject {subject!r} holds a {answer['schemaType']} schema, not Avro")
         return cls(subject, answer["version"], answer["id"], json.loads(answer["schema"]))
 
     def columns(self) -> dict[str, str]:
         """Column name -> Spark SQL type, one per field of the reader's record. Pure."""
-        if self.schema.get("type") != "record":
-            raise ValueError(f"subject {self.subject!r}: the value schema is not an Avro record")
-        return {f["name"]: spark_type(f["type"]) for f in self.schema["fields"]}
-
-
-def spark_type(avro_type) -> str:
-    """The Spark SQL type of an Avro field type (a nullable union is its other branch). Pure."""
-    if isinstance(avro_type, list):
-        branches = [t for t in avro_type if t != "null"]
-        if len(branches) != 1:
-            raise ValueError(f"union {avro_type}: only a union of null and one type becomes a column")
-        return spark_type(branches[0])
-    if isinstance(avro_type, dict):
-        if avro_type.get("logicalType") in _SPARK_LOGICAL:
-            return _SPARK_LOGICAL[avro_type["logicalType"]]
-        kind = avro_type["type"]
-        if kind == "record":
-            return "struct<" + ",".join(f"`{f['name']}`:{spark_type(f['type'])}" for f in avro_type["fields"]) + ">"
-        if kind == "array":
-            return f"array<{spark_type(avro_type['items'])}>"
-        if kind == "map":
-            return f"map<string,{spark_type(avro_type['values'])}>"
-        if kind == "enum":
-            return "string"
-        return spark_type(kind)
-    if avro_type in _SPARK_TYPES:
-        return _SPARK_TYPES[avro_type]
-    raise ValueError(f"Avro type {avro_type!r} has no column type here")
+        return avro_columns(self.schema, self.subject)
 
 
 @dataclass
@@ -150,7 +78,7 @@ class AvroDecoder:
             from fastavro import parse_schema
 
             answer = self.registry.get(f"/schemas/ids/{schema_id}")
-            if answer is None or answer.get("schemaType", "AVRO") != "AVRO":
+            if answer is None or schema_type(answer) != "AVRO":
                 # No schema of that id, or one of a Protobuf or JSON schema: no writer of an Avro record.
                 self._unknown.add(schema_id)
             else:

@@ -17,9 +17,10 @@ from pyspark.sql import functions as F
 
 from streamapp_api import Source, Table
 from streamapp_api.durations import spark_interval
+from streamapp_api.schema_registry import Registry, topic_subject
 
 from streamapp_runtime import spark_compat
-from streamapp_runtime.compile.avro_values import ReaderSchema, Registry, avro_values, topic_subject
+from streamapp_runtime.compile.avro_values import ReaderSchema, avro_values
 from streamapp_runtime.compile.frame import Frame
 from streamapp_runtime.plan import REGISTRY_URL_OPTION, REGISTRY_USER_INFO_OPTION, spark_kafka_options
 

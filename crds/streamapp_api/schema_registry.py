@@ -1,0 +1,114 @@
+"""A schema registry of the Confluent REST API as the runtime and ``streamapp validate`` read it: the
+client (GET only), subject naming, and the columns a registered schema gives, per schema type.
+
+No pyspark here: the runtime decodes records (streamapp_runtime/compile/avro_values.py); this module
+says what a schema is, so the runtime at start and ``validate`` before an apply check a spec the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from base64 import b64encode
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+# Avro's primitive types -> Spark SQL types of the columns they become.
+_SPARK_TYPES = {"string": "string", "long": "bigint", "int": "int", "double": "double", "float": "float",
+                "boolean": "boolean", "bytes": "binary"}
+# Logical types whose values fastavro gives as Python objects Spark reads as its own.
+_SPARK_LOGICAL = {"timestamp-millis": "timestamp", "timestamp-micros": "timestamp", "date": "date"}
+
+
+class RegistryError(RuntimeError):
+    """The registry did not answer as expected (not a missing schema): the batch fails and is retried,
+    no record is sent to the dead-letter topic for it."""
+
+
+@dataclass(frozen=True)
+class Registry:
+    """Where the schema registry is and the credentials of HTTP Basic auth ('user:password'), if any."""
+
+    url: str
+    user_info: str | None = None
+
+    def get(self, path: str, timeout: float = 10) -> dict[str, Any] | None:
+        """The JSON answer of GET ``path``; None for 404 (no such subject, version or id)."""
+        request = urllib.request.Request(self.url.rstrip("/") + path,
+                                         headers={"Accept": "application/vnd.schemaregistry.v1+json"})
+        if self.user_info:
+            request.add_header("Authorization", "Basic " + b64encode(self.user_info.encode()).decode())
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                answer = json.load(response)
+            if not isinstance(answer, dict):
+                raise RegistryError(f"schema registry {self.url}: GET {path}: not a JSON object")
+            return answer
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                return None
+            raise RegistryError(f"schema registry {self.url}: GET {path}: HTTP {exc.code} {exc.reason}") from exc
+        except (OSError, ValueError) as exc:
+            raise RegistryError(f"schema registry {self.url}: GET {path}: {exc}") from exc
+
+    def latest(self, subject: str, timeout: float = 10) -> dict[str, Any] | None:
+        """The subject's latest version (``subject``, ``version``, ``id``, ``schema``, ``schemaType``), or
+        None when the registry has no such subject."""
+        return self.get(f"/subjects/{urllib.parse.quote(subject, safe='')}/versions/latest", timeout)
+
+
+def topic_subject(topic: str, part: str = "value") -> str:
+    """The subject of a topic's values (``part`` "value") or keys ("key") under TopicNameStrategy, the
+    serializers' default. Pure."""
+    if part not in ("key", "value"):
+        raise ValueError(f"part {part!r}: 'key' or 'value'")
+    return f"{topic}-{part}"
+
+
+def schema_type(answer: dict[str, Any]) -> str:
+    """The registry's type of a schema it answered with (Avro when it says none, as the API does). Pure."""
+    return str(answer.get("schemaType") or "AVRO")
+
+
+def spark_type(avro_type: Any) -> str:
+    """The Spark SQL type of an Avro field type (a nullable union is its other branch). Pure."""
+    if isinstance(avro_type, list):
+        branches = [t for t in avro_type if t != "null"]
+        if len(branches) != 1:
+            raise ValueError(f"union {avro_type}: only a union of null and one type becomes a column")
+        return spark_type(branches[0])
+    if isinstance(avro_type, dict):
+        if avro_type.get("logicalType") in _SPARK_LOGICAL:
+            return _SPARK_LOGICAL[avro_type["logicalType"]]
+        kind = avro_type["type"]
+        if kind == "record":
+            return "struct<" + ",".join(f"`{f['name']}`:{spark_type(f['type'])}" for f in avro_type["fields"]) + ">"
+        if kind == "array":
+            return f"array<{spark_type(avro_type['items'])}>"
+        if kind == "map":
+            return f"map<string,{spark_type(avro_type['values'])}>"
+        if kind == "enum":
+            return "string"
+        return spark_type(kind)
+    if avro_type in _SPARK_TYPES:
+        return _SPARK_TYPES[avro_type]
+    raise ValueError(f"Avro type {avro_type!r} has no column type here")
+
+
+def avro_columns(schema: Any, subject: str) -> dict[str, str]:
+    """Column name -> Spark SQL type, one per field of an Avro record schema. Pure."""
+    if not isinstance(schema, dict) or schema.get("type") != "record":
+        raise ValueError(f"subject {subject!r}: the value schema is not an Avro record")
+    return {f["name"]: spark_type(f["type"]) for f in schema["fields"]}
+
+
+def _avro_answer_columns(answer: dict[str, Any], subject: str) -> dict[str, str]:
+    return avro_columns(json.loads(answer["schema"]), subject)
+
+
+# The columns of a registered schema, by the registry's schema type (an answer of /versions/latest or
+# /schemas/ids/{id}, and its subject): what a format's reader schema gives (VALUE_FORMATS' registry_type).
+COLUMNS_OF: dict[str, Callable[[dict[str, Any], str], dict[str, str]]] = {"AVRO": _avro_answer_columns}
