@@ -30,7 +30,7 @@ from . import autoscale, controlplane, dataplane, delivery, kstreams, realtime, 
 BENCH_DIR = REPO_DIR / "bench"
 # name -> (test bed parts, how to run it with the parsed arguments)
 BENCHES = {
-    "dataplane": (("kafka", "postgres"), lambda tb, wd, a: dataplane.run(
+    "dataplane": (("kafka", "postgres", "schema-registry"), lambda tb, wd, a: dataplane.run(
         tb, wd, n=a.n, partitions=a.partitions, live_seconds=a.live_seconds, max_offsets=a.max_offsets or max(a.n // 50, 1000),
         users=a.users, timeout=a.timeout, rounds_of_each=a.rounds, min_seconds=a.min_seconds, only=a.engines,
         warm_seconds=a.warm_seconds, results=a.results,
@@ -109,7 +109,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--users", type=int, default=5000, help="concurrent users of the generator")
     p.add_argument("--max-offsets", type=int, default=0, help="Spark maxOffsetsPerTrigger (default N/50: 100,000, the batch of every data-plane figure so far)")
     p.add_argument("--engines", type=lambda text: tuple(e for e in text.split(",") if e), default=(),
-                   help="data plane: measure only the sustained rate of these, comma-separated (runtime, runtime-nodlq, "
+                   help="data plane: measure only the sustained rate of these, comma-separated (runtime, runtime-nodlq, runtime-avro, "
                         "handwritten, handwritten-plain, kstreams, raw); no latency or DB-write runs")
     p.add_argument("--live-seconds", type=float, default=20, help="measured seconds of each fixed-rate latency run")
     p.add_argument("--warm-seconds", type=float, default=dataplane.WARM_SECONDS,

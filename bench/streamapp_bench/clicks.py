@@ -135,3 +135,29 @@ def measured(record: dict) -> bool:
 
 def counted(value: str) -> bool:
     return '"event": "click"' in value or '"event": "page_view"' in value
+
+
+# The events' Avro schema: the example's columns, `ts` as Avro's timestamp in milliseconds (a Spark timestamp).
+AVRO_SCHEMA = {"type": "record", "name": "Click", "namespace": "io.streamapp.bench", "fields": [
+    {"name": "uuid", "type": "string"}, {"name": "session_id", "type": "string"}, {"name": "event", "type": "string"},
+    {"name": "time_spent", "type": "long"}, {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}}]}
+
+
+def avro_encoder(registry: str, topic: str):
+    """A function of an event's JSON text to its Avro value in the Confluent wire format, as a producer with
+    confluent-kafka's AvroSerializer writes it (the schema registered under ``<topic>-value`` at ``registry``)."""
+    import json
+
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    serializer = AvroSerializer(SchemaRegistryClient({"url": registry}), json.dumps(AVRO_SCHEMA))
+    context = SerializationContext(topic, MessageField.VALUE)
+
+    def encode(value: str) -> bytes:
+        event = json.loads(value)
+        event["ts"] = datetime.strptime(event["ts"], "%Y-%m-%dT%H:%M:%S.%f%z")
+        return serializer(event, context)
+
+    return encode

@@ -37,16 +37,20 @@ def _stop(proc) -> None:
         proc.stop(grace=20)
 
 
-def produce_backlog(bootstrap: str, name: str, n: int, users: int, partitions: int) -> tuple[str, int, int]:
-    """N generated click events into a new topic: (topic, events produced, clicks and page views among them)."""
+def produce_backlog(bootstrap: str, name: str, n: int, users: int, partitions: int,
+                    value_format: str = "json", registry: str | None = None) -> tuple[str, int, int]:
+    """N generated click events into a new topic: (topic, events produced, clicks and page views among them).
+    ``value_format`` avro: the same events, each value Avro in the Confluent wire format, its schema
+    registered at ``registry`` under ``<topic>-value`` by confluent-kafka's serializer."""
     topic = topics.create(bootstrap, name, partitions)
     counted = 0
+    encode = clicks.avro_encoder(registry, topic) if value_format == "avro" else None
 
     def events():
         nonlocal counted
         for key, value in clicks.backlog(n, seed=0, users=users):
             counted += clicks.counted(value)
-            yield key, value
+            yield key, (encode(value) if encode else value)
 
     produced = topics.produce(bootstrap, topic, events())
     return topic, produced, counted
@@ -208,16 +212,20 @@ class Backlogs:
     """The input topics of the throughput runs, each produced once and read from the beginning by every
     run on it: the default N, and others for engines too fast or too slow for it (`ThroughputRounds`)."""
 
-    def __init__(self, bootstrap: str, users: int, partitions: int):
-        self.bootstrap, self.users, self.partitions = bootstrap, users, partitions
-        self.topics: dict[int, tuple[str, int, int]] = {}
+    def __init__(self, bootstrap: str, users: int, partitions: int, registry: str | None = None):
+        self.bootstrap, self.users, self.partitions, self.registry = bootstrap, users, partitions, registry
+        self.topics: dict[tuple[int, str], tuple[str, int, int]] = {}
 
-    def of(self, n: int) -> tuple[str, int, int]:
-        """(topic, events produced, clicks and page views among them) of the backlog of N events."""
-        if n not in self.topics:
+    def of(self, n: int, value_format: str = "json") -> tuple[str, int, int]:
+        """(topic, events produced, clicks and page views among them) of the backlog of N events, its values
+        in ``value_format`` (the same events in every format)."""
+        if (n, value_format) not in self.topics:
             name = "clicks-backlog" if not self.topics else f"clicks-backlog-{n}"
-            self.topics[n] = produce_backlog(self.bootstrap, name, n, self.users, self.partitions)
-        return self.topics[n]
+            if value_format != "json":
+                name = f"clicks-backlog-{value_format}-{n}"
+            self.topics[(n, value_format)] = produce_backlog(self.bootstrap, name, n, self.users, self.partitions,
+                                                             value_format, self.registry)
+        return self.topics[(n, value_format)]
 
 
 class ThroughputRounds:
@@ -248,7 +256,8 @@ class ThroughputRounds:
             return self._at(i, engine, self.size[engine])
         first = self.first_n.get(engine, self.n)
         out = self._at(i, engine, first, probe_seconds=self.min_seconds, tag="-first")
-        self.size[engine] = measure.decided_n(self.backlogs.of(first)[1], out, self.min_seconds)
+        self.size[engine] = measure.decided_n(self.backlogs.of(first, engines.INPUT_FORMATS.get(engine, "json"))[1],
+                                              out, self.min_seconds)
         if self.size[engine] != first or out.get("stopped_early"):  # again, on the backlog decided
             at_n = {k: out[k] for k in ("events_per_s", "output_seconds", "measured_seconds", "stopped_early") if k in out}
             out = {**self._at(i, engine, self.size[engine]), **({"at_default_n": at_n} if first == self.n else {})}
@@ -257,7 +266,7 @@ class ThroughputRounds:
         return out
 
     def _at(self, i: int, engine: str, n: int, probe_seconds: float = 0, tag: str = "") -> dict:
-        topic, produced, counted = self.backlogs.of(n)
+        topic, produced, counted = self.backlogs.of(n, engines.INPUT_FORMATS.get(engine, "json"))
         name = (f"{engine}-{i}" if n == self.n else f"{engine}-{i}-{n}") + tag
         r = replace(self.base, source=topic, target=f"out-{name}", workdir=self.base.workdir / f"tput-{name}")
         out = throughput(self.bed, r, engine, counted, produced, self.timeout, probe_seconds)
@@ -280,7 +289,7 @@ def previous_sizes(path: Path, n: int, min_seconds: float) -> dict[str, int]:
 
 def run(bed, workdir: Path, n: int, partitions: int, live_seconds: float, max_offsets: int, users: int,
         timeout: float, rounds_of_each: int = 3, engines_to_run=("runtime", "handwritten", "kstreams"),
-        min_seconds: float = 60, variants=("runtime-nodlq", "handwritten-plain"), only: tuple[str, ...] = (),
+        min_seconds: float = 60, variants=("runtime-nodlq", "runtime-avro", "handwritten-plain"), only: tuple[str, ...] = (),
         warm_seconds: float = WARM_SECONDS, results: Path | None = None, first_n: dict[str, int] | None = None) -> dict:
     """Every engine `rounds_of_each` times, interleaved (a, a′, b, c, d, d, c, b, a′, a, …) on the same backlog,
     then the latency runs interleaved the same way, then the DB writes. ``only``: measure just these
@@ -293,12 +302,15 @@ def run(bed, workdir: Path, n: int, partitions: int, live_seconds: float, max_of
         engines_to_run, variants = tuple(e for e in only if e in engines.ENGINES), ()
     bootstrap = bed.kafka.bootstrap
     began, started = time.monotonic(), time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    backlogs = Backlogs(bootstrap, users, partitions)
+    registry = bed.schema_registry.url if bed.schema_registry is not None else None
+    if registry is None:  # a test bed without a registry: no engine that reads Avro
+        variants = tuple(v for v in variants if v not in engines.INPUT_FORMATS)
+    backlogs = Backlogs(bootstrap, users, partitions, registry)
     _, produced, counted = backlogs.of(n)
     result = {"n": produced, "counted": counted, "partitions": partitions, "users": users, "rounds": rounds_of_each,
               "max_offsets_per_trigger": max_offsets, "produce_seconds": round(time.monotonic() - began, 1)}
     log.info("backlog: %s", result)
-    base = engines.Run(bootstrap, "", "", workdir, "updates", max_offsets, partitions)
+    base = engines.Run(bootstrap, "", "", workdir, "updates", max_offsets, partitions, registry=registry)
     measured = dataplane_figures.in_order([*engines_to_run, *variants, *(("raw",) if not only or "raw" in only else ())])
     # every other round reversed: on a shared machine the last run of a round was the slowest of it in 4
     # of 6 rounds whatever engine it was (bench/README.md, "Rounds"), so no engine always goes last

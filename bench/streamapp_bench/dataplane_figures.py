@@ -13,19 +13,20 @@ from .rounds import per_round_ratio, quantile_levels, spread
 LABELS = {"runtime": "(a) StreamApp runtime", "handwritten": "(b) hand-written PySpark",
           "handwritten-plain": "(b₀) hand-written PySpark, Spark's defaults", "kstreams": "(c) Kafka Streams", "raw": "(d) raw consumer",
           "runtime-nodlq": "(a′) runtime, dead letters off",
-          "runtime-eos": "(a) runtime, Kafka sink exactly-once"}
+          "runtime-eos": "(a) runtime, Kafka sink exactly-once",
+          "runtime-avro": "(aᵛ) runtime, Avro values"}
 
 # the order of the engines in a round, in the table and in the plots: (a), (a′), (b), (c), (d)
-ORDER = ("runtime", "runtime-nodlq", "handwritten", "handwritten-plain", "kstreams", "raw")
+ORDER = ("runtime", "runtime-nodlq", "runtime-avro", "handwritten", "handwritten-plain", "kstreams", "raw")
 # ratio name in the results → (engine over engine), each taken within one round
 PAIRS = {"a_over_b": ("runtime", "handwritten"), "a_over_b_plain": ("runtime", "handwritten-plain"),
          "a_over_c": ("runtime", "kstreams"), "a_over_d": ("runtime", "raw"),
-         "a_over_a_nodlq": ("runtime", "runtime-nodlq"),
+         "a_over_a_nodlq": ("runtime", "runtime-nodlq"), "a_over_avro": ("runtime", "runtime-avro"),
          "a_nodlq_over_b": ("runtime-nodlq", "handwritten"), "a_nodlq_over_c": ("runtime-nodlq", "kstreams")}
 # what the table's "(a) ÷ this" column of each engine is
-A_OVER = {"runtime-nodlq": "a_over_a_nodlq", "handwritten": "a_over_b", "handwritten-plain": "a_over_b_plain",
+A_OVER = {"runtime-nodlq": "a_over_a_nodlq", "runtime-avro": "a_over_avro", "handwritten": "a_over_b", "handwritten-plain": "a_over_b_plain",
           "kstreams": "a_over_c", "raw": "a_over_d"}
-COLOURS = {"runtime": "tab:blue", "runtime-nodlq": "tab:cyan", "handwritten": "tab:orange",
+COLOURS = {"runtime": "tab:blue", "runtime-nodlq": "tab:cyan", "runtime-avro": "tab:purple", "handwritten": "tab:orange",
            "handwritten-plain": "tab:brown", "kstreams": "tab:green",
            "raw": "tab:grey", "micro-batch": "tab:blue", "realtime": "tab:red"}
 PNG_THROUGHPUT, PNG_LATENCY = "dataplane-throughput.png", "dataplane-latency.png"

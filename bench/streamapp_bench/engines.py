@@ -41,15 +41,26 @@ class Run:
     max_offsets: int  # maxOffsetsPerTrigger of the Spark engines (0: no limit)
     partitions: int
     postgres_dsn: str | None = None
+    registry: str | None = None  # the schema registry's URL, for the engines reading Avro (INPUT_FORMATS)
 
 
-def manifest(run: Run, name: str, dead_letters: bool = True, delivery: str = "at-least-once") -> dict:
-    """examples/click-sessions.yaml pointed at the bench's topics."""
+# What an engine reads when it is not the backlog's JSON: the same events in another format, on a topic
+# of their own (dataplane.Backlogs).
+INPUT_FORMATS = {"runtime-avro": "avro"}
+
+
+def manifest(run: Run, name: str, dead_letters: bool = True, delivery: str = "at-least-once",
+             value_format: str = "json") -> dict:
+    """examples/click-sessions.yaml pointed at the bench's topics (``value_format`` avro: the source reads
+    Avro values through the run's schema registry)."""
     doc = yaml.safe_load(EXAMPLE.read_text())
     doc["metadata"]["name"] = name
     spec = doc["spec"]
     spec["kafka"]["bootstrapServers"] = run.bootstrap
     spec["sources"][0]["topic"] = run.source
+    if value_format != "json":
+        spec["sources"][0]["format"] = value_format
+        spec["kafka"]["schemaRegistry"] = {"url": run.registry}
     if run.max_offsets:
         spec["sources"][0]["maxOffsetsPerTrigger"] = run.max_offsets
     spec["streams"][0]["emit"] = run.mode
@@ -66,12 +77,12 @@ def manifest(run: Run, name: str, dead_letters: bool = True, delivery: str = "at
 
 
 def runtime(run: Run, available_now: bool = False, dead_letters: bool = True,
-            delivery: str = "at-least-once") -> ManagedProcess:
+            delivery: str = "at-least-once", value_format: str = "json") -> ManagedProcess:
     name = f"bench-{run.target}"[:50].rstrip("-.").replace("_", "-").lower()
     if dead_letters:
         kafka_admin.create_topic(run.bootstrap, f"{name}.dlq")
     path = run.workdir / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(manifest(run, name, dead_letters, delivery), sort_keys=False))
+    path.write_text(yaml.safe_dump(manifest(run, name, dead_letters, delivery, value_format), sort_keys=False))
     argv = [sys.executable, "-m", "streamapp_api", "run", str(path), "--kafka", run.bootstrap,
             "--checkpoint", str(run.workdir / "checkpoint"), "--metrics-port", "-1"]
     if run.postgres_dsn:
@@ -126,4 +137,6 @@ ENGINES = {"runtime": runtime, "handwritten": handwritten, "kstreams": kafka_str
            # (a) with spec.deadLetter.enabled: false, to tell what the dead-letter query costs
            "runtime-nodlq": lambda run: runtime(run, dead_letters=False),
            # (a) with the Kafka sink's delivery exactly-once (the delivery bench)
-           "runtime-eos": lambda run: runtime(run, delivery="exactly-once")}
+           "runtime-eos": lambda run: runtime(run, delivery="exactly-once"),
+           # (a) reading the same events as Avro through the schema registry: what the format costs
+           "runtime-avro": lambda run: runtime(run, value_format=INPUT_FORMATS["runtime-avro"])}

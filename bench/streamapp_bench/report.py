@@ -105,6 +105,12 @@ def dataplane(r: dict, images: str = "bench/results") -> list[str]:
     if ratios.get("a_nodlq_over_b"):
         lines[-1] += (f" With dead letters off, (a′)/(b) = {_spread(ratios['a_nodlq_over_b'], 2)} and "
                       f"(a′)/(c) = {_spread(ratios.get('a_nodlq_over_c'), 2)}.")
+    avro = t.get("runtime-avro", {}).get("events_per_s", {}).get("median")
+    if avro is not None and t.get("runtime", {}).get("events_per_s", {}).get("median"):
+        json_rate = t["runtime"]["events_per_s"]["median"]
+        lines[-1] += (f" Avro ÷ JSON values (the same events, Avro in the Confluent wire format through the schema "
+                      f"registry): {avro / json_rate:.2f} by the medians ({_n(avro)} against {_n(json_rate)} events/s); "
+                      f"per round, (a)/(aᵛ) = {_spread(ratios.get('a_over_avro'), 2)}.")
     profile = t.get("runtime", {}).get("batch_profile")
     if profile:
         ms = profile["ms"]

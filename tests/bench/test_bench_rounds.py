@@ -118,8 +118,8 @@ def saved_dataplane(quick: bool = False) -> dict:
 class _Backlogs:
     """Backlogs of N events, 90 % of them counted, without a broker: the sizing rules only read sizes."""
 
-    def of(self, n):
-        return f"backlog-{n}", n, n * 9 // 10
+    def of(self, n, value_format="json"):
+        return f"backlog-{n}-{value_format}", n, n * 9 // 10
 
 
 def test_the_first_run_of_each_engine_decides_the_backlog_of_all_its_rounds(monkeypatch, tmp_path):

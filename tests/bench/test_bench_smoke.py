@@ -32,17 +32,23 @@ def _run(kafka, tmp_path, source: str, target: str, **kw):
     return engines.Run(kafka.bootstrap, source, target, tmp_path, kw.pop("mode", "updates"), kw.pop("max_offsets", 1000), 2, **kw)
 
 
-# runtime-eos is the runtime again, through this same harness: the latency smoke below runs it instead.
-@pytest.mark.parametrize("engine", ["runtime", "handwritten", "handwritten-plain", "kstreams"])
-def test_throughput_harness_accounts_for_every_event(engine, kafka, backlog, tmp_path):
-    from streamapp_bench import dataplane
+# runtime, runtime-eos and runtime-avro are the runtime through this same harness: the latency smoke below
+# runs runtime-eos, the DB-write smoke runtime, and the throughput smoke runtime-avro, which reads the
+# backlog's events as Avro through the schema registry (its own topic, produced by the bench's code).
+@pytest.mark.parametrize("engine", ["runtime-avro", "handwritten", "handwritten-plain", "kstreams"])
+def test_throughput_harness_accounts_for_every_event(engine, kafka, schema_registry, backlog, tmp_path):
+    from streamapp_bench import dataplane, engines
 
     topic, counted = backlog
+    if engine in engines.INPUT_FORMATS:
+        topic, produced, counted = dataplane.produce_backlog(kafka.bootstrap, f"smoke-backlog-{engine}", N, 100, 2,
+                                                             engines.INPUT_FORMATS[engine], schema_registry.url)
+        assert (produced, counted) == (N, backlog[1])  # the same events
     # Spark's default 200 shuffle partitions make each batch of the plain job cost minutes on the test
     # bed: one batch of the whole backlog checks its harness as well as three.
     limit = {"max_offsets": 0} if engine == "handwritten-plain" else {}
-    out = dataplane.throughput(TestBed(tmp_path, kafka=kafka), _run(kafka, tmp_path, topic, f"smoke-out-{engine}", **limit),
-                               engine, counted, N, timeout=300)
+    run = _run(kafka, tmp_path, topic, f"smoke-out-{engine}", registry=schema_registry.url, **limit)
+    out = dataplane.throughput(TestBed(tmp_path, kafka=kafka), run, engine, counted, N, timeout=300)
     assert out["finished"], out.get("log_tail")
     assert out["events_accounted"] == counted
     assert out["output_rows"] > 0 and (out["events_per_s"] is None or out["events_per_s"] > 0)
