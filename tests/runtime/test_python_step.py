@@ -69,7 +69,8 @@ def test_user_code_feeds_a_filter_and_an_aggregate_and_dead_letters_what_it_rais
         "deadLetter": {"topic": dlq},
     })
 
-    run_available_now(spark, the_app, kafka, tmp_path / "checkpoint")
+    seen = []
+    run_available_now(spark, the_app, kafka, tmp_path / "checkpoint", metrics=seen)
 
     totals = {r["key"]: r["value"] for r in consume(kafka.bootstrap, out, to_end=True)}
     assert totals == {"ann": {"user": "ann", "orders": 2, "cents": 4200, "large": 1},
@@ -86,3 +87,8 @@ def test_user_code_feeds_a_filter_and_an_aggregate_and_dead_letters_what_it_rais
     assert letter["headers"]["streamapp.step"] == "spec.streams[0].steps[0]"
     assert (letter["headers"]["streamapp.stream"], letter["headers"]["streamapp.topic"],
             letter["headers"]["streamapp.offset"]) == ("totals", orders, "2")
+    # counted as the dead-letter topic holds them, per step or udf (the path in the spec is the series' source)
+    counted = {where: seen[0].registry.get_sample_value("streamapp_dead_letter_records_total",
+                                                        {"app": the_app.metadata.name, "source": where})
+               for where in ("spec.streams[0].steps[0]", "spec.udfs[0]")}
+    assert counted == {"spec.streams[0].steps[0]": 1, "spec.udfs[0]": len(by_udf)}, counted

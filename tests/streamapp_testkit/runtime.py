@@ -26,12 +26,16 @@ def app(name: str, spec: dict, bootstrap: str = "kafka:9092") -> object:
     return load({"apiVersion": "streamapp.io/v1alpha1", "kind": "StreamApp", "metadata": {"name": name}, "spec": spec})
 
 
-def run_available_now(spark, the_app, kafka, checkpoint, dsn: str | None = None, spark_conf: dict | None = None):
+def run_available_now(spark, the_app, kafka, checkpoint, dsn: str | None = None, spark_conf: dict | None = None,
+                      metrics: list | None = None):
     """Run every query of the app with availableNow and return {query name: [progress dicts]};
-    ``spark_conf``: the driver's spark.properties beyond the session's."""
+    ``spark_conf``: the driver's spark.properties beyond the session's; ``metrics`` gets the run's
+    Metrics (its Prometheus registry: what the driver's /metrics would answer)."""
     settings = Settings(checkpoint_root=str(checkpoint), kafka_override=kafka.bootstrap, available_now=True,
                         metrics_port=None, postgres_uris={"*": dsn} if dsn else {}, spark_conf=spark_conf or {})
     running = runner.start(spark, the_app, settings, quiet=True, wait_for_topics=False)
+    if metrics is not None:
+        metrics.append(running.metrics)
     queries = list(running.queries)
     code = runner.supervise(spark, running)
     assert code == 0, [str(q.exception()) for q in queries if q.exception()]

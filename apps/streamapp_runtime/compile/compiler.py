@@ -33,7 +33,9 @@ class Compiler:
         self._building: list[str] = []
         self._source_names: set[str] = set()  # of the query being compiled
         self._count_bad: frozenset[str] = frozenset()  # sources whose bad records the query counts
-        register_udfs(spark, app, self.kafka_options)  # before any expression calls one
+        # step or udf path -> the accumulator of the records its user code sent to the dead-letter topic
+        self.dead_letter_counters: dict[str, object] = {}
+        register_udfs(spark, app, self.kafka_options, self.dead_letter_counters)  # before any expression calls one
 
     def query_frame(self, name: str, count_bad: tuple[str, ...] = ()) -> Frame:
         """The frame a query writes: a new query, whose sources are named afresh; it counts the bad

@@ -51,11 +51,13 @@ class UdfCall:
         if kafka.flush(DEAD_LETTER_FLUSH_S) or failures:  # the task fails and Spark runs it again
             raise RuntimeError(f"{letters.where}: a dead letter was not written to {letters.topic}: "
                                f"{'; '.join(failures) or 'Kafka did not take it'}")
+        letters.written(1)
 
 
-def register_udfs(spark, app, kafka_options: dict[str, str]) -> None:
+def register_udfs(spark, app, kafka_options: dict[str, str], counters: dict) -> None:
     """Every udf of the app as a function of the session; each is imported here first, on the driver,
-    so that a missing module fails the app at start naming the udf."""
+    so that a missing module fails the app at start naming the udf. ``counters`` gets the accumulator
+    counting each udf's dead letters (user_code.dead_letters_of)."""
     config_maps = list(app.spec.user_code.config_maps) if app.spec.user_code is not None else []
     paths = user_code_paths(config_maps)
     for k, udf in enumerate(app.spec.udfs or []):
@@ -64,5 +66,5 @@ def register_udfs(spark, app, kafka_options: dict[str, str]) -> None:
             load_function(udf.module, udf.function, paths)
         except Exception as exc:  # noqa: BLE001 - whatever importing the author's module raises
             raise StepError(f"{where}: cannot load {udf.module}.{udf.function}: {error_text(exc)}") from exc
-        letters = dead_letters_of(app, kafka_options, where, (("streamapp.udf", udf.name),))
+        letters = dead_letters_of(spark, app, kafka_options, where, (("streamapp.udf", udf.name),), counters)
         spark.udf.register(udf.name, UdfCall(udf.name, udf.module, udf.function, tuple(paths), letters), udf.returns)

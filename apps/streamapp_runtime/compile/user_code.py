@@ -10,6 +10,7 @@ import sys
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from streamapp_api import contract
 
@@ -51,6 +52,13 @@ class DeadLetters:
     config: dict[str, str]
     where: str  # the step's or udf's path in the spec
     headers: tuple[tuple[str, str], ...]  # besides streamapp.error: which step or udf failed
+    # A Spark accumulator of the records written, added to by the workers once Kafka has taken them; the
+    # driver reads it into the dead-letter metric (run.metrics, ``dead_lettered_by_user_code``).
+    counted: Any = None
+
+    def written(self, records: int) -> None:
+        if self.counted is not None and records:
+            self.counted.add(records)
 
 
 # One producer per configuration in each Python worker: Spark reuses its workers between batches.
@@ -67,8 +75,13 @@ def producer(letters: DeadLetters):
     return _PRODUCERS[key]
 
 
-def dead_letters_of(app, kafka_options: dict[str, str], where: str,
-                    headers: tuple[tuple[str, str], ...]) -> DeadLetters | None:
-    """The app's dead-letter topic for user code's failed records; None when dead letters are off."""
+def dead_letters_of(spark, app, kafka_options: dict[str, str], where: str, headers: tuple[tuple[str, str], ...],
+                    counters: dict[str, Any]) -> DeadLetters | None:
+    """The app's dead-letter topic for user code's failed records; None when dead letters are off.
+    ``counters`` (where -> accumulator) gets the accumulator that counts them."""
     topic = app.dead_letter_topic
-    return None if topic is None else DeadLetters(topic, admin_config(kafka_options), where, headers)
+    if topic is None:
+        return None
+    if where not in counters:  # a step compiled for each query that reads its stream counts into one
+        counters[where] = spark.sparkContext.accumulator(0)
+    return DeadLetters(topic, admin_config(kafka_options), where, headers, counters[where])

@@ -26,8 +26,11 @@ def first_batch_words(progress: dict) -> str:
 
 
 class ProgressListener(StreamingQueryListener):
-    def __init__(self, metrics: Metrics, queries: set[str], quiet: bool = False, committer=None, dead_letter_writer=None):
+    def __init__(self, metrics: Metrics, queries: set[str], quiet: bool = False, committer=None, dead_letter_writer=None,
+                 user_code_dead_letters: dict | None = None):
         self.metrics = metrics
+        # step or udf path -> the accumulator of the dead letters its user code wrote (compile.user_code)
+        self.user_code_dead_letters = user_code_dead_letters if user_code_dead_letters is not None else {}
         self.committer = committer  # consumer_groups.GroupCommitter: each batch's offsets to the query's group
         self.dead_letter_writer = dead_letter_writer  # run.dead_letters.DeadLetterWriter: reads back batches that had bad records
         self.last_batch: dict[str, int] = {}  # query -> the id of the last batch seen
@@ -54,6 +57,8 @@ class ProgressListener(StreamingQueryListener):
         if p.get("name") not in self.queries:
             return
         self.metrics.observe(p)
+        if self.user_code_dead_letters:  # the workers' counts reached the driver with the batch's tasks
+            self.metrics.dead_lettered_by_user_code({w: a.value for w, a in self.user_code_dead_letters.items()})
         if self.committer is not None:
             self.committer.batch_done(p["name"], p)
         if self.dead_letter_writer is not None:

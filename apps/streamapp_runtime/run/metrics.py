@@ -116,6 +116,7 @@ class Metrics:
                                 "The committed batch each query holds in each snapshot kept (-1: none)",
                                 [A, "snapshot", Q], registry=r)
         self._lock = threading.Lock()
+        self._user_code_counted: dict[str, int] = {}  # step or udf path -> its dead letters counted so far
         self.last_seen: dict[str, float] = {}  # query -> monotonic time of its last sign of life
         self.totals: dict[str, dict[str, int]] = {}  # query -> running totals, for tests and the demo
         # query -> (batch id, rows, partitions skipped) of the last batch a foreachBatch sink wrote;
@@ -200,6 +201,16 @@ class Metrics:
         """Bad records of ``source`` the dead-letter writer (run.dead_letters) wrote."""
         with self._lock:
             self.dead.labels(self.app, source).inc(rows)
+
+    def dead_lettered_by_user_code(self, totals: dict[str, int]) -> None:
+        """Records user code sent to the dead-letter topic in this driver so far, per python step or udf
+        (its path in the spec, the series' source): the counter goes up by what is new."""
+        with self._lock:
+            for where, total in totals.items():
+                new = total - self._user_code_counted.get(where, 0)
+                if new > 0:
+                    self.dead.labels(self.app, where).inc(new)
+                    self._user_code_counted[where] = total
 
     def dead_letter_failed(self, source: str) -> None:
         with self._lock:

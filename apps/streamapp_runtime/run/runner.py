@@ -189,13 +189,16 @@ def start(spark, app: StreamApp, settings: Settings, quiet: bool = False, wait_f
                       fence=owner)
     running.dead_letter_writer = dead_letters.for_app(spark, app, plans, settings.checkpoint_root, options,
                                                       metrics, plan.DLQ_MIN_INTERVAL_S)
+    compiler = Compiler(spark, app, options, state_function)
     running.listener = ProgressListener(metrics, {p.name for p in plans}, quiet=quiet, committer=running.committer,
-                                        dead_letter_writer=running.dead_letter_writer)
+                                        dead_letter_writer=running.dead_letter_writer,
+                                        user_code_dead_letters=compiler.dead_letter_counters)
     spark.streams.addListener(running.listener)
-    ctx = QueryContext(spark, Compiler(spark, app, options, state_function), app, settings, options, metrics)
+    ctx = QueryContext(spark, compiler, app, settings, options, metrics)
     running.restart = lambda qp: start_query(ctx, qp)
     try:
         frames = checked_frames(ctx, plans)  # every plan checked before the first query starts
+        metrics.dead_letter_sources(list(compiler.dead_letter_counters))  # user code's: python steps, udfs
         for qp in plans:
             running.queries.append(start_query(ctx, qp, frames[qp.name]))
             running.plans.append(qp)

@@ -78,8 +78,9 @@ def _python(at: StepAt, frame: Frame) -> Frame:
     app = at.compiler.app
     config_maps = list(app.spec.user_code.config_maps) if app.spec.user_code is not None else []
     return python_step(frame, at.value, at.where, config_maps,
-                       dead_letters_of(app, at.compiler.kafka_options, at.where,
-                                       (("streamapp.stream", at.stream.name), ("streamapp.step", at.where))))
+                       dead_letters_of(at.compiler.spark, app, at.compiler.kafka_options, at.where,
+                                       (("streamapp.stream", at.stream.name), ("streamapp.step", at.where)),
+                                       at.compiler.dead_letter_counters))
 
 
 def _aggregate(at: StepAt, frame: Frame) -> Frame:

@@ -40,18 +40,20 @@ class FunctionCall:
     def __call__(self, batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         function = load_function(self.module, self.function, list(self.paths))
         failures: list[str] = []
-        kafka = None
+        kafka, written = None, 0
         for batch in batches:
             out, failed = self._apply(function, batch)
             if failed and self.letters is not None:
                 kafka = kafka or producer(self.letters)
                 self._dead_letter(kafka, failed, failures)
+                written += len(failed)
             yield out
         if kafka is not None:
             left = kafka.flush(DEAD_LETTER_FLUSH_S)
             if left or failures:  # the task fails and Spark runs it again: no dead letter is lost
                 raise RuntimeError(f"{self.letters.where}: {left or len(failures)} dead letter(s) not written to "
                                    f"{self.letters.topic}: {'; '.join(failures[:3]) or 'Kafka did not take them'}")
+            self.letters.written(written)
 
     def _apply(self, function: Callable, batch: pd.DataFrame) -> tuple[pd.DataFrame, list[tuple[pd.Series, str]]]:
         try:
