@@ -95,7 +95,7 @@ def select_names(items: list[str]) -> tuple[list[str | None], bool]:
 
 
 def _record_types(item: Source | Table) -> tuple[tuple[str, str], ...]:
-    values = item.value_format.value_columns(item.schema_)
+    values = {**item.key_columns(), **item.value_format.value_columns(item.schema_)}
     types = {**METADATA_TYPES, **{c: normalised(t) for c, t in values.items()}}
     return tuple(sorted((c, t) for c, t in types.items() if t))
 

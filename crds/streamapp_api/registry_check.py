@@ -29,50 +29,79 @@ class RegistryAccess:
     timeout: float = 5
 
 
-def _items(app: StreamApp) -> list[tuple[str, Source | Table, list[str]]]:
-    sources = [(f"spec.sources[{i}]", s, s.topic_list) for i, s in enumerate(app.spec.sources)]
-    tables = [(f"spec.tables[{i}]", t, [t.topic]) for i, t in enumerate(app.spec.tables or [])]
-    return [(path, item, topics) for path, item, topics in sources + tables
-            if item.value_format.registry_type is not None]
+@dataclass(frozen=True)
+class _Read:
+    """One part (value or key) of a source's or table's records read through the registry."""
+
+    path: str  # the source's or table's, e.g. spec.sources[0]
+    item: Source | Table
+    topics: list[str]
+    part: str  # "value" or "key"
+
+    @property
+    def fields(self) -> tuple[str, str, str]:
+        """(the subject's field, the declared columns' field, the format's field) in the spec."""
+        return ("subject", "schema", "format") if self.part == "value" else ("keySubject", "keySchema", "keyFormat")
+
+    @property
+    def registry_type(self) -> str | None:
+        kind = self.item.value_format if self.part == "value" else self.item.key_format_kind
+        return kind.registry_type
+
+    @property
+    def declared(self) -> dict[str, str]:
+        return dict(self.item.schema_ or {}) if self.part == "value" else self.item.key_columns()
+
+    @property
+    def subject(self) -> str | None:
+        return self.item.subject if self.part == "value" else self.item.key_subject
+
+
+def _reads(app: StreamApp) -> list[_Read]:
+    items: list[tuple[str, Source | Table, list[str]]] = [
+        (f"spec.sources[{i}]", s, s.topic_list) for i, s in enumerate(app.spec.sources)]
+    items += [(f"spec.tables[{i}]", t, [t.topic]) for i, t in enumerate(app.spec.tables or [])]
+    reads = [_Read(path, item, topics, part) for path, item, topics in items for part in ("value", "key")]
+    return [r for r in reads if r.registry_type is not None]
 
 
 def registry_issues(app: StreamApp, access: RegistryAccess) -> list[Issue]:
     """What the registry says of the app's declared columns; [] when no source or table reads through it."""
-    items = _items(app)
+    reads = _reads(app)
     configured = app.spec.kafka.schema_registry
     url = access.url or (configured.url if configured is not None else None)
-    if not items or url is None:
+    if not reads or url is None:
         return []
     registry = Registry(url, access.user_info)
     issues: list[Issue] = []
-    for path, item, topics in items:
-        declared = item.schema_ or {}
-        for topic in topics:
-            subject = item.subject or topic_subject(topic)
+    for read in reads:
+        subject_field, schema_field, format_field = read.fields
+        for topic in read.topics:
+            subject = read.subject or topic_subject(topic, read.part)
             try:
                 answer = registry.latest(subject, access.timeout)
             except RegistryError as exc:
                 return [*issues, Issue(REGISTRY_FIELD, f"not reachable from here, so no column was checked against "
                                                        f"the registry ({exc}); --schema-registry URL gives another "
                                                        "address of it, --offline skips this check", "warning")]
-            where = f"{path}.subject" if item.subject else path
+            where = f"{read.path}.{subject_field}" if read.subject else read.path
             if answer is None:
                 issues.append(Issue(where, f"the registry has no subject {subject!r} yet: a driver started now "
                                            "would stop until it has (a producer's serializer registers it with "
                                            "its first record)", "warning"))
                 continue
             found = schema_type(answer)
-            wanted = item.value_format.registry_type
-            if found != wanted:
-                issues.append(Issue(where, f"subject {subject!r} holds a {found} schema; format {item.format} "
-                                           f"reads {wanted} schemas"))
+            if found != read.registry_type:
+                issues.append(Issue(where, f"subject {subject!r} holds a {found} schema; this {format_field} "
+                                           f"reads {read.registry_type} schemas"))
                 continue
             try:
                 columns = COLUMNS_OF[found](answer, subject)
             except (ValueError, KeyError, TypeError) as exc:
                 issues.append(Issue(where, f"subject {subject!r} version {answer.get('version')}: {exc}"))
                 continue
-            issues += _column_issues(f"{path}.schema", declared, columns, f"{subject} version {answer.get('version')}")
+            issues += _column_issues(f"{read.path}.{schema_field}", read.declared, columns,
+                                     f"{subject} version {answer.get('version')}")
     return issues
 
 

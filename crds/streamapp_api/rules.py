@@ -24,8 +24,9 @@ from .expressions import sql_problems
 from .pods import placement_issues
 from .sinks import ONE_TARGET_MESSAGE
 from .sources import (
-    KAFKA_OPTION_HINTS, SCHEMA_TYPE_HELP, SPARK_MANAGED_KAFKA_OPTIONS, SUBJECT_NEEDS_A_REGISTRY_FORMAT, Source, SparkTypeError,
-    Table, parse_spark_type,
+    KAFKA_OPTION_HINTS, KEY_COLUMN_TAKEN, KEY_SCHEMA_NEEDED, KEY_SCHEMA_UNUSED, KEY_SUBJECT_UNUSED, METADATA_COLUMNS,
+    SCHEMA_TYPE_HELP, SPARK_MANAGED_KAFKA_OPTIONS, SUBJECT_NEEDS_A_REGISTRY_FORMAT, Source, SparkTypeError, Table,
+    parse_spark_type,
 )
 from .spec import (
     APP_NAME_HELP, APP_NAME_PATTERN, HEALTH_WINDOW_MESSAGE, HEALTH_WINDOW_MIN_SECONDS, RESTORE_WITHOUT_RESET,
@@ -90,6 +91,19 @@ def _columns_ok(mapping: dict[str, str] | None, path: str) -> Iterator[Issue]:
             yield Issue(f"{path}[{key}]", f"{key!r} is not a column name: use {COLUMN_HELP}")
 
 
+def _key_ok(source: Source | Table, path: str) -> Iterator[Issue]:
+    """The twins of sources._KEY_RULES."""
+    kind = source.key_format_kind
+    if kind.needs_schema and source.key_schema is None:
+        yield Issue(f"{path}.keySchema", KEY_SCHEMA_NEEDED.format(source.key_format))
+    if source.key_schema is not None and not kind.needs_schema:
+        yield Issue(f"{path}.keySchema", KEY_SCHEMA_UNUSED)
+    if source.key_subject is not None and kind.registry_type is None:
+        yield Issue(f"{path}.keySubject", KEY_SUBJECT_UNUSED)
+    if any(k in METADATA_COLUMNS or k in (source.schema_ or {}) for k in source.key_schema or {}):
+        yield Issue(f"{path}.keySchema", KEY_COLUMN_TAKEN)
+
+
 def check_source(source: Source | Table, path: str) -> Iterator[Issue]:
     if isinstance(source, Source) and (source.topic is None) == (source.topics is None):
         yield Issue(f"{path}.topic", "set exactly one of topic or topics")
@@ -98,12 +112,15 @@ def check_source(source: Source | Table, path: str) -> Iterator[Issue]:
         yield Issue(f"{path}.schema", problem)
     if source.subject is not None and not source.value_format.needs_registry:  # twin of sources._SUBJECT_RULE
         yield Issue(f"{path}.subject", SUBJECT_NEEDS_A_REGISTRY_FORMAT)
-    yield from _columns_ok(source.schema_, f"{path}.schema")
-    for column, type_text in (source.schema_ or {}).items():
-        try:
-            parse_spark_type(type_text)
-        except SparkTypeError as exc:
-            yield Issue(f"{path}.schema.{column}", f"{type_text!r} is not a Spark SQL type ({exc}); use {SCHEMA_TYPE_HELP}")
+    yield from _key_ok(source, path)
+    for field_name, mapping in (("schema", source.schema_), ("keySchema", source.key_schema)):
+        yield from _columns_ok(mapping, f"{path}.{field_name}")
+        for column, type_text in (mapping or {}).items():
+            try:
+                parse_spark_type(type_text)
+            except SparkTypeError as exc:
+                yield Issue(f"{path}.{field_name}.{column}", f"{type_text!r} is not a Spark SQL type ({exc}); "
+                            f"use {SCHEMA_TYPE_HELP}")
     if isinstance(source, Source) and source.event_time is not None:
         columns = source.columns()
         declared = (source.schema_ or {}).get(source.event_time)
@@ -210,6 +227,9 @@ def check_settings(app: StreamApp) -> Iterator[Issue]:
                 if item.value_format.needs_registry:
                     yield Issue(f"spec.{kind}[{i}].format", f"format {item.format} reads each record's schema "
                                 "from a registry: set spec.kafka.schemaRegistry")
+                elif item.key_format_kind.registry_type is not None:
+                    yield Issue(f"spec.{kind}[{i}].keyFormat", f"keyFormat {item.key_format} reads each key's "
+                                "schema from a registry: set spec.kafka.schemaRegistry")
     for key in spec.kafka.options or {}:
         if key in SPARK_MANAGED_KAFKA_OPTIONS or key.startswith("kafka."):
             hint = KAFKA_OPTION_HINTS.get(key, "options are plain Kafka client settings without the 'kafka.' prefix")

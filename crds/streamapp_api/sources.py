@@ -56,10 +56,10 @@ SchemaMap = dict[str, str]
 BOOTSTRAP_PATTERN = r"^[A-Za-z0-9._-]+:[0-9]{1,5}(,[A-Za-z0-9._-]+:[0-9]{1,5})*$"
 
 
-def _schema_field(description: str) -> Any:
+def _schema_field(description: str, alias: str = "schema") -> Any:
     return Field(
         default=None,
-        alias="schema",
+        alias=alias,
         description=description,
         max_length=MAX_COLUMNS,
         json_schema_extra={
@@ -259,9 +259,79 @@ def _subject_field() -> Any:
     )
 
 
-def record_columns(value_format: str, schema: dict[str, str] | None) -> set[str]:
-    """The columns every row of a source or table has: the metadata, then the value's."""
-    return set(METADATA_COLUMNS) | set(VALUE_FORMATS[value_format].value_columns(schema))
+@dataclass(frozen=True)
+class KeyFormatKind:
+    """How record keys are read (``keyFormat``); the checks and the runtime ask this, never its name.
+
+    A new key format: a row in KEY_FORMATS and KeyFormat here, and a reader in the runtime's
+    ``compile/sources.KEY_READERS``."""
+
+    # The key's fields become columns, declared in keySchema (True); or the key is only _key (False).
+    needs_schema: bool
+    # The registry's type of the key schemas this format reads (ValueFormatKind.registry_type); None: none.
+    registry_type: str | None = None
+
+
+# How record keys are read: 'string' keeps the key's bytes as text in _key (as Kafka Streams' string
+# serde); 'avro' decodes a record key in the Confluent wire format through the registry.
+KeyFormat = Literal["string", "avro"]
+KEY_FORMATS: dict[str, KeyFormatKind] = {
+    "string": KeyFormatKind(needs_schema=False),
+    "avro": KeyFormatKind(needs_schema=True, registry_type="AVRO"),
+}
+
+
+def _names(names: list[str] | tuple[str, ...]) -> str:
+    return "[" + ", ".join(f"'{n}'" for n in names) + "]"
+
+
+_KEY_SCHEMA_FORMATS = [name for name, kind in KEY_FORMATS.items() if kind.needs_schema]
+_KEY_REGISTRY_FORMATS = [name for name, kind in KEY_FORMATS.items() if kind.registry_type]
+KEY_SCHEMA_NEEDED = "keyFormat {} needs keySchema: the key's fields, column name -> Spark SQL type"
+KEY_SCHEMA_UNUSED = f"keySchema declares the key's fields of keyFormat {', '.join(_KEY_SCHEMA_FORMATS)}; " \
+    "remove it, or set one of those key formats"
+KEY_SUBJECT_UNUSED = f"keySubject names the registry's subject of keyFormat {', '.join(_KEY_REGISTRY_FORMATS)}; " \
+    "remove it, or set one of those key formats"
+KEY_COLUMN_TAKEN = "a keySchema column may not also be a schema column or a metadata column " \
+    f"({', '.join(METADATA_COLUMNS)}): each column of a record has one name"
+_KEY_RULES = [
+    cel(f"!has(self.keyFormat) || !(self.keyFormat in {_names(_KEY_SCHEMA_FORMATS)}) || has(self.keySchema)",
+        KEY_SCHEMA_NEEDED.format("avro"), field_path=".keySchema", reason="FieldValueRequired"),
+    cel(f"!has(self.keySchema) || (has(self.keyFormat) && self.keyFormat in {_names(_KEY_SCHEMA_FORMATS)})",
+        KEY_SCHEMA_UNUSED, field_path=".keySchema"),
+    cel(f"!has(self.keySubject) || (has(self.keyFormat) && self.keyFormat in {_names(_KEY_REGISTRY_FORMATS)})",
+        KEY_SUBJECT_UNUSED, field_path=".keySubject"),
+    cel(f"!has(self.keySchema) || self.keySchema.all(k, !(k in {_names(METADATA_COLUMNS)}) "
+        "&& (!has(self.schema) || !(k in self.schema)))", KEY_COLUMN_TAKEN, field_path=".keySchema"),
+]
+
+
+def _key_fields() -> dict[str, Any]:
+    """The key format fields sources and tables share (their annotations are in each model)."""
+    return {
+        "format": Field(
+            default="string",
+            description="How record keys are read: 'string' keeps the key as text in _key; 'avro' reads Avro "
+            "record keys in the Confluent wire format through spec.kafka.schemaRegistry, as the latest "
+            "version of the subject <topic>-key when the app starts: the fields keySchema declares become "
+            "columns, and _key holds the key as JSON. A record whose key cannot be read goes to the "
+            "dead-letter topic with the reason.",
+        ),
+        "schema": _schema_field("For keyFormat avro: fields of the Avro key record, column name -> Spark SQL "
+                                "type (checked against the registry at start). Names other than the schema's "
+                                "and the metadata columns'.", alias="keySchema"),
+        "subject": Field(
+            default=None, min_length=1, max_length=255,
+            description="For keyFormat avro: the registry subject of the keys. Default '<topic>-key' "
+            "(TopicNameStrategy).",
+        ),
+    }
+
+
+def record_columns(value_format: str, schema: dict[str, str] | None,
+                   key_schema: dict[str, str] | None = None) -> set[str]:
+    """The columns every row of a source or table has: the metadata, the key's fields, then the value's."""
+    return set(METADATA_COLUMNS) | set(key_schema or {}) | set(VALUE_FORMATS[value_format].value_columns(schema))
 
 
 # What a source's checkpoint state is made of: a change to it leaves that state unusable.
@@ -271,7 +341,7 @@ _SOURCE_STATE = ChangeClass("incompatible", "the checkpoint records offsets per 
 class Source(ApiModel):
     """A stream of records read from Kafka (Kafka Streams: KStream). Every record is an event."""
 
-    model_config = api_config(_ONE_TOPIC, *_SCHEMA_RULES, _SUBJECT_RULE)
+    model_config = api_config(_ONE_TOPIC, *_SCHEMA_RULES, _SUBJECT_RULE, *_KEY_RULES)
 
     name: Name = Field(description="Name other streams and sinks use to read this source.")
     topic: Annotated[Topic | None, _SOURCE_STATE] = Field(
@@ -298,6 +368,9 @@ class Source(ApiModel):
         "row also carries the metadata columns _key, _timestamp, _topic, _partition and _offset."
     )
     subject: Annotated[str | None, RESTART] = _subject_field()
+    key_format: Annotated[KeyFormat, RESTART] = _key_fields()["format"]
+    key_schema: Annotated[SchemaMap | None, RESTART] = _key_fields()["schema"]
+    key_subject: Annotated[str | None, RESTART] = _key_fields()["subject"]
     event_time: Annotated[Column | None, _SOURCE_STATE] = Field(
         default=None,
         description="Column holding the event time (type timestamp). Windows, watermarks and "
@@ -329,8 +402,16 @@ class Source(ApiModel):
     def value_format(self) -> ValueFormatKind:
         return VALUE_FORMATS[self.format]
 
+    @property
+    def key_format_kind(self) -> KeyFormatKind:
+        return KEY_FORMATS[self.key_format]
+
+    def key_columns(self) -> dict[str, str]:
+        """Column name -> Spark SQL type of the key's fields (none for a key read as text)."""
+        return dict(self.key_schema or {}) if self.key_format_kind.needs_schema else {}
+
     def columns(self) -> set[str]:
-        return record_columns(self.format, self.schema_)
+        return record_columns(self.format, self.schema_, self.key_columns())
 
     @property
     def event_time_column(self) -> str:
@@ -352,7 +433,7 @@ class Table(ApiModel):
     beginning of the topic so the table is complete; streams look rows up in it with a join step.
     """
 
-    model_config = api_config(*_SCHEMA_RULES, _SUBJECT_RULE)
+    model_config = api_config(*_SCHEMA_RULES, _SUBJECT_RULE, *_KEY_RULES)
 
     name: Name = Field(description="Name join steps use to look rows up in this table.")
     topic: Annotated[Topic, _TABLE_STATE] = Field(
@@ -372,6 +453,9 @@ class Table(ApiModel):
         "Required for formats json and avro."
     )
     subject: Annotated[str | None, RESTART] = _subject_field()
+    key_format: Annotated[KeyFormat, _TABLE_STATE] = _key_fields()["format"]
+    key_schema: Annotated[SchemaMap | None, _TABLE_STATE] = _key_fields()["schema"]
+    key_subject: Annotated[str | None, RESTART] = _key_fields()["subject"]
     ttl: Annotated[Duration | None, _TTL] = Field(
         default=None,
         description="Forget keys not updated for this long (bounds state size). Default: keep forever.",
@@ -381,8 +465,16 @@ class Table(ApiModel):
     def value_format(self) -> ValueFormatKind:
         return VALUE_FORMATS[self.format]
 
+    @property
+    def key_format_kind(self) -> KeyFormatKind:
+        return KEY_FORMATS[self.key_format]
+
+    def key_columns(self) -> dict[str, str]:
+        """Column name -> Spark SQL type of the key's fields (none for a key read as text)."""
+        return dict(self.key_schema or {}) if self.key_format_kind.needs_schema else {}
+
     def columns(self) -> set[str]:
-        return record_columns(self.format, self.schema_)
+        return record_columns(self.format, self.schema_, self.key_columns())
 
     def value_columns(self) -> set[str]:
         """The columns a join brings into the stream (metadata and the key stay behind)."""

@@ -32,11 +32,12 @@ def _register(registry, subject: str) -> None:
     SchemaRegistryClient(registry.client_conf()).register_schema(subject, Schema(json.dumps(CLICK), "AVRO"))
 
 
-def _validate(tmp_path, url: str, topic: str, schema: dict, *args: str, user_info: str | None = None):
+def _validate(tmp_path, url: str, topic: str, schema: dict, *args: str, user_info: str | None = None,
+              key: dict | None = None):
     """`streamapp validate` of an app reading ``topic`` as Avro: its exit status and what it printed."""
     doc = {"apiVersion": "streamapp.io/v1alpha1", "kind": "StreamApp", "metadata": {"name": "clicks"}, "spec": {
         "kafka": {"bootstrapServers": "127.0.0.1:9092", "schemaRegistry": {"url": url}},
-        "sources": [{"name": "clicks", "topic": topic, "format": "avro", "schema": schema}],
+        "sources": [{"name": "clicks", "topic": topic, "format": "avro", "schema": schema, **(key or {})}],
         "streams": [{"name": "s", "from": "clicks", "steps": [{"filter": "user <> ''"}]}],
         "sinks": [{"from": "s", "kafka": {"topic": "out"}}]}}
     path = tmp_path / f"{topic}.yaml"
@@ -75,6 +76,21 @@ def test_validate_checks_the_declared_columns_against_the_subject(schema_registr
     code, out = _validate(tmp_path, "http://127.0.0.1:9", topic, {"page": "string"},
                           "--schema-registry", url)
     assert code == 1 and "schema[page]: not a field" in out, out
+
+
+def test_validate_checks_an_avro_keys_fields_against_the_key_subject(schema_registry, tmp_path):
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+    topic = names("keyed")
+    _register(schema_registry, f"{topic}-value")
+    key = {"type": "record", "name": "UserKey", "fields": [{"name": "user_id", "type": "string"}]}
+    SchemaRegistryClient(schema_registry.client_conf()).register_schema(f"{topic}-key", Schema(json.dumps(key), "AVRO"))
+    code, out = _validate(tmp_path, schema_registry.url, topic, {"user": "string"}, "--strict",
+                          key={"keyFormat": "avro", "keySchema": {"user_id": "string"}})
+    assert code == 0, out
+    code, out = _validate(tmp_path, schema_registry.url, topic, {"user": "string"},
+                          key={"keyFormat": "avro", "keySchema": {"id": "string"}})
+    assert code == 1 and f"spec.sources[0].keySchema[id]: not a field of {topic}-key version 1 (its fields: user_id)" in out
 
 
 def test_validate_sends_the_credentials_a_registry_asks_for(schema_registry_with_auth, tmp_path):

@@ -23,6 +23,8 @@ CLICK_V1 = {"type": "record", "name": "Click", "namespace": "io.streamapp.test",
 CLICK_V2 = {**CLICK_V1, "fields": [*CLICK_V1["fields"], {"name": "page", "type": "string", "default": "/"}]}
 # `n` as text: no Avro resolution makes a long of a string. Registered under another subject, as a
 # producer with a wrong serializer configuration would.
+USER_KEY = {"type": "record", "name": "UserKey", "namespace": "io.streamapp.test",
+            "fields": [{"name": "user_id", "type": "string"}]}
 CLICK_N_AS_TEXT = {**CLICK_V1, "fields": [{"name": "user", "type": "string"}, {"name": "n", "type": "string"},
                                           CLICK_V1["fields"][2]]}
 
@@ -163,26 +165,28 @@ def test_an_app_reads_avro_values_across_a_new_writer_schema_and_dead_letters_th
 
 @pytest.mark.slow
 def test_a_table_of_avro_values_is_joined_and_its_tombstones_delete(kafka, schema_registry, spark, names, tmp_path):
-    """A table of format avro: the latest value per key, a null value (tombstone) deleting its key
-    rather than being an unreadable record."""
+    """A table of format avro, its keys Avro records too (keyFormat avro): the latest value per key field,
+    a null value (tombstone) deleting its key rather than being an unreadable record."""
     from streamapp_testkit.runtime import app, consume, run_available_now
     from streamapp_testkit.runtime import produce as produce_json
 
     orders, profiles, out = names("orders"), names("profiles"), names("out")
     for topic in (orders, profiles, out):
         create_topic(kafka.bootstrap, topic, partitions=1)
-    profile_schema = {"type": "record", "name": "Profile", "fields": [
-        {"name": "user_id", "type": "string"}, {"name": "tier", "type": "string"}]}
+    # the key an Avro record of its own (the user id), under <topic>-key, as a keyed producer writes it
+    profile_schema = {"type": "record", "name": "Profile", "fields": [{"name": "tier", "type": "string"}]}
     profile = _serializer(schema_registry, profile_schema, profiles)
-    produce(kafka.bootstrap, profiles, [(b"u1", profile({"user_id": "u1", "tier": "gold"})),
-                                        (b"u2", profile({"user_id": "u2", "tier": "silver"})), (b"u2", None)])
+    user = _serializer(schema_registry, USER_KEY, profiles, field="key")
+    produce(kafka.bootstrap, profiles, [(user({"user_id": "u1"}), profile({"tier": "gold"})),
+                                        (user({"user_id": "u2"}), profile({"tier": "silver"})),
+                                        (user({"user_id": "u2"}), None)])
     produce_json(kafka.bootstrap, orders, [(f"o{i}", {"order_id": f"o{i}", "user_id": u}) for i, u in enumerate(["u1", "u2"])])
     the_app = app(names("app"), {
         "kafka": {"bootstrapServers": "kafka:9092", "schemaRegistry": {"url": schema_registry.url}},
         # not "orders": test_cleanup lists every group of a source of that name on the shared broker
         "sources": [{"name": "purchases", "topic": orders, "schema": {"order_id": "string", "user_id": "string"}}],
         "tables": [{"name": "profiles", "topic": profiles, "key": "user_id", "format": "avro",
-                    "schema": {"user_id": "string", "tier": "string"}}],
+                    "schema": {"tier": "string"}, "keyFormat": "avro", "keySchema": {"user_id": "string"}}],
         "streams": [{"name": "enriched", "from": "purchases",
                      "steps": [{"join": {"table": "profiles", "key": "user_id", "type": "left"}}]}],
         "sinks": [{"from": "enriched", "kafka": {"topic": out, "key": "order_id"}}],
@@ -245,3 +249,27 @@ def test_each_record_is_decoded_once_however_many_filters_read_its_fields(schema
 
     assert good._jdf.queryExecution().executedPlan().toString().count("ArrowEvalPython") == 1
     assert [(r.user, r.n) for r in good.collect()] == [("a", 1)]
+
+
+def test_avro_keys_become_columns_and_json_in_key_and_an_unreadable_key_says_why(schema_registry, spark):
+    """keyFormat avro: the key record's fields are columns beside the value's, _key is the key as JSON; a
+    key not in the wire format, or none, is the record's error (its value was fine)."""
+    from datetime import datetime
+
+    from streamapp_api import Source
+    from streamapp_runtime.compile.sources import ERROR, parse
+    from streamapp_runtime.plan import REGISTRY_URL_OPTION
+
+    value = _serializer(schema_registry, CLICK_V1, "keyed")({"user": "a", "n": 1, "at": 0})
+    key = _serializer(schema_registry, USER_KEY, "keyed", field="key")({"user_id": "u1"})
+    at = datetime(2026, 1, 1)
+    raw = spark.createDataFrame([(key, value, "keyed", 0, 0, at), (b"u1", value, "keyed", 0, 1, at),
+                                 (None, value, "keyed", 0, 2, at)],
+                                "key binary, value binary, topic string, partition int, offset long, timestamp timestamp")
+    source = Source.model_validate({"name": "s", "topic": "keyed", "format": "avro", "schema": {"user": "string", "n": "long"},
+                                    "keyFormat": "avro", "keySchema": {"user_id": "string"}})
+    rows = parse(raw, source, {REGISTRY_URL_OPTION: schema_registry.url}).orderBy("_offset").collect()
+
+    assert [(r._key, r.user_id, r.user, r.n, r[ERROR]) for r in rows[:1]] == [('{"user_id":"u1"}', "u1", "a", 1, None)]
+    assert rows[1][ERROR].startswith("key: not in the Confluent wire format") and rows[1].user_id is None
+    assert rows[2][ERROR] == "key: none, and keyFormat avro needs one"

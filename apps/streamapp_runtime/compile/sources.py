@@ -123,7 +123,9 @@ def parse(raw: DataFrame, item: Source | Table, options: dict[str, str]) -> Data
     ISO-8601 parsing (with or without fraction and offset, or epoch seconds).
     """
     keep = [*_metadata(raw), F.col("key").alias(RAW_KEY), F.col("value").alias(RAW_VALUE)]
-    return FORMATS[item.format].parse(raw, item, keep, options)
+    parsed = FORMATS[item.format].parse(raw, item, keep, options)
+    read_key = KEY_READERS[item.key_format]
+    return parsed if read_key is None else read_key(parsed, item, options)
 
 
 def _parse_string(raw: DataFrame, item: Source | Table, keep: list[Column], options: dict[str, str]) -> DataFrame:
@@ -179,25 +181,35 @@ def _json_malformed_reason(item: Source | Table) -> Column:
         F.lit("malformed JSON: not a JSON object"))
 
 
+def _avro_column(item: Source | Table, column: str, topic_column: str, part: str, declared: dict[str, str],
+                 options: dict[str, str]) -> Column:
+    """A struct of the declared fields and __error from a column of Avro in the Confluent wire format, read
+    as the latest version of each topic's subject (``part`` 'value' or 'key') when the app starts."""
+    url = options.get(REGISTRY_URL_OPTION)
+    if url is None:
+        raise ValueError(f"{item.name}: Avro {part}s need spec.kafka.schemaRegistry")
+    registry = Registry(url, options.get(REGISTRY_USER_INFO_OPTION))
+    subject, field_name = (item.subject, "schema") if part == "value" else (item.key_subject, "keySchema")
+    topics = item.topic_list if isinstance(item, Source) else [item.topic]
+    decoded = None
+    for topic in topics:
+        reader = ReaderSchema.latest(registry, subject or topic_subject(topic, part))
+        missing = sorted(set(declared) - set(reader.columns()))
+        if missing:
+            raise ValueError(f"{item.name}.{field_name}: {', '.join(map(repr, missing))} not a field of "
+                             f"{reader.subject} version {reader.version} (fields: {', '.join(reader.columns())})")
+        one = avro_values(F.col(column), registry, reader, ERROR)
+        decoded = one if decoded is None else F.when(F.col(topic_column) == topic, one).otherwise(decoded)
+    assert decoded is not None  # a source has a topic
+    return decoded
+
+
 def _parse_avro(raw: DataFrame, item: Source | Table, keep: list[Column], options: dict[str, str]) -> DataFrame:
     """Avro records in the Confluent wire format (compile/avro_values.py), read as the latest version of
     the item's subject (default: each topic's value subject) when the app starts; ``__error`` says why a
     record cannot be read."""
-    url = options.get(REGISTRY_URL_OPTION)
-    if url is None:
-        raise ValueError(f"{item.name}: format {item.format} needs spec.kafka.schemaRegistry")
-    registry = Registry(url, options.get(REGISTRY_USER_INFO_OPTION))
     schema = item.schema_ or {}
-    topics = item.topic_list if isinstance(item, Source) else [item.topic]
-    decoded = None
-    for topic in topics:
-        reader = ReaderSchema.latest(registry, item.subject or topic_subject(topic))
-        missing = sorted(set(schema) - set(reader.columns()))
-        if missing:
-            raise ValueError(f"{item.name}.schema: {', '.join(map(repr, missing))} not a field of {reader.subject} "
-                             f"version {reader.version} (fields: {', '.join(reader.columns())})")
-        one = avro_values(F.col("value"), registry, reader, ERROR)
-        decoded = one if decoded is None else F.when(F.col("topic") == topic, one).otherwise(decoded)
+    decoded = _avro_column(item, "value", "topic", "value", schema, options)
     parsed = raw.select(*keep, decoded.alias(PARSED))
     columns = [F.col(f"{PARSED}.`{name}`").cast(type_text).alias(name) for name, type_text in schema.items()]
     error = F.col(f"{PARSED}.{ERROR}")
@@ -227,6 +239,35 @@ FORMATS: dict[str, ValueReader] = {
     "json": ValueReader(_parse_json, _json_malformed_reason),
     # __error holds each unreadable record's own reason (avro_values.AvroDecoder.decode), never "malformed".
     "avro": ValueReader(_parse_avro, lambda item: F.col(ERROR)),
+}
+
+
+KEY_PARSED = "__parsed_key"
+
+
+def _read_avro_key(parsed: DataFrame, item: Source | Table, options: dict[str, str]) -> DataFrame:
+    """The key's declared fields as columns and ``_key`` as their JSON, from Avro keys in the Confluent
+    wire format (as _parse_avro reads values, from each topic's key subject). A record whose key cannot be
+    read gets the reason in ``__error``, unless its value had one already."""
+    declared = item.key_columns()
+    decoded = _avro_column(item, RAW_KEY, "_topic", "key", declared, options)
+    fields = [F.col(f"{KEY_PARSED}.`{name}`").cast(type_text).alias(name) for name, type_text in declared.items()]
+    problem = F.when(F.col(RAW_KEY).isNull(), F.lit("key: none, and keyFormat avro needs one")).otherwise(
+        F.concat(F.lit("key: "), F.col(f"{KEY_PARSED}.{ERROR}")))
+    with_key = parsed.withColumn(KEY_PARSED, decoded)
+    read = F.col(RAW_KEY).isNotNull() & F.col(f"{KEY_PARSED}.{ERROR}").isNull()
+    key_json = F.when(read, F.to_json(F.struct(*[F.col(f"{KEY_PARSED}.`{n}`").alias(n) for n in declared]), JSON_OPTIONS))
+    columns = [c for c in parsed.columns if c not in ("_key", ERROR)]
+    return with_key.select(key_json.alias("_key"), *[F.col(f"`{c}`") for c in columns if c.startswith("_")], *fields,
+                           *[F.col(f"`{c}`") for c in columns if not c.startswith("_")],
+                           F.coalesce(F.col(ERROR), F.when(~read, problem)).alias(ERROR))
+
+
+# Key formats of sources and tables (spec `keyFormat`), one row per KEY_FORMATS entry: None keeps the key
+# as text in _key (metadata), a function reads the key after the value (parse).
+KEY_READERS: dict[str, Callable[[DataFrame, Source | Table, dict[str, str]], DataFrame] | None] = {
+    "string": None,
+    "avro": _read_avro_key,
 }
 
 
