@@ -161,6 +161,19 @@ def user_code_path(config_map: str, root: str = USER_CODE_DIR) -> str:
     return f"{root}/{config_map}"
 
 
+# --- Protobuf descriptor sets: a source's or table's protobuf.descriptorSet, mounted in the driver ------
+# Each ConfigMap is a directory of its own under this one. The driver reads the set once when the app
+# starts and ships its bytes with the decoder, so the executors need no mount and all read one version.
+DESCRIPTOR_SET_DIR = "/opt/streamapp/descriptor-sets"
+# Overrides DESCRIPTOR_SET_DIR (a local run, a test: the ConfigMaps' files copied to directories there).
+ENV_DESCRIPTOR_SET_DIR = "STREAMAPP_DESCRIPTOR_SET_DIR"
+
+
+def descriptor_set_dir(config_map: str, root: str = DESCRIPTOR_SET_DIR) -> str:
+    """Where a descriptor-set ConfigMap's keys are files, in the driver."""
+    return f"{root}/{config_map}"
+
+
 # --- an object-store checkpoint (s3a://): Hadoop's S3A connector in driver and executors ------------
 # The access key pair, from the app's Secret (secretKeyRef in the driver pod and the executor template):
 # the names S3A's EnvironmentVariableCredentialsProvider reads.

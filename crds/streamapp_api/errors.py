@@ -23,7 +23,7 @@ from .durations import (
     SPARK_MEMORY_PATTERN,
     TRIGGER_PATTERN,
 )
-from .sources import BOOTSTRAP_PATTERN
+from .sources import BOOTSTRAP_PATTERN, CONFIG_MAP_KEY_HELP, CONFIG_MAP_KEY_PATTERN, PROTOBUF_NAME_HELP, PROTOBUF_NAME_PATTERN
 from .spec import APP_NAME_HELP, APP_NAME_PATTERN
 from .pods import LABEL_VALUE_PATTERN
 from .steps import ACCUMULATE_FUNCTIONS, ACCUMULATE_PATTERN, KAFKA_STREAMS_STEPS, Step
@@ -42,6 +42,8 @@ _PATTERN_HELP = {
     TOPIC_PATTERN: TOPIC_HELP,
     K8S_NAME_PATTERN: "a Kubernetes object name: lowercase letters, digits, '-' and '.'",
     BOOTSTRAP_PATTERN: "a comma-separated list of host:port",
+    PROTOBUF_NAME_PATTERN: PROTOBUF_NAME_HELP,
+    CONFIG_MAP_KEY_PATTERN: CONFIG_MAP_KEY_HELP,
     APP_NAME_PATTERN: APP_NAME_HELP,
     S3_LOCATION_PATTERN: S3_LOCATION_HELP,
     LABEL_VALUE_PATTERN: "a label value: at most 63 letters, digits, '-', '_' and '.', starting and ending with a "

@@ -25,8 +25,8 @@ from .pods import placement_issues
 from .sinks import ONE_TARGET_MESSAGE
 from .sources import (
     KAFKA_OPTION_HINTS, KEY_COLUMN_TAKEN, KEY_SCHEMA_NEEDED, KEY_SCHEMA_UNUSED, KEY_SUBJECT_UNUSED, METADATA_COLUMNS,
-    SCHEMA_TYPE_HELP, SPARK_MANAGED_KAFKA_OPTIONS, SUBJECT_NEEDS_A_REGISTRY_FORMAT, Source, SparkTypeError, Table,
-    parse_spark_type,
+    SCHEMA_TYPE_HELP, SPARK_MANAGED_KAFKA_OPTIONS, SUBJECT_NEEDS_A_REGISTRY_FORMAT, VALUE_FORMATS, Source, SparkTypeError,
+    Table, options_need_their_format, parse_spark_type, subject_without_a_registry,
 )
 from .spec import (
     APP_NAME_HELP, APP_NAME_PATTERN, HEALTH_WINDOW_MESSAGE, HEALTH_WINDOW_MIN_SECONDS, RESTORE_WITHOUT_RESET,
@@ -112,6 +112,13 @@ def check_source(source: Source | Table, path: str) -> Iterator[Issue]:
         yield Issue(f"{path}.schema", problem)
     if source.subject is not None and not source.value_format.needs_registry:  # twin of sources._SUBJECT_RULE
         yield Issue(f"{path}.subject", SUBJECT_NEEDS_A_REGISTRY_FORMAT)
+    for name, kind in VALUE_FORMATS.items():  # twins of sources._OPTIONS_RULES
+        key = kind.options_field
+        if key is not None and kind.options_of(source) is not None:
+            if source.format != name:
+                yield Issue(f"{path}.{key}", options_need_their_format(name, key))
+            if source.subject is not None:
+                yield Issue(f"{path}.subject", subject_without_a_registry(key))
     yield from _key_ok(source, path)
     for field_name, mapping in (("schema", source.schema_), ("keySchema", source.key_schema)):
         yield from _columns_ok(mapping, f"{path}.{field_name}")
@@ -224,9 +231,11 @@ def check_settings(app: StreamApp) -> Iterator[Issue]:
     if spec.kafka.schema_registry is None:  # the twin of spec.py's _FORMATS_NEED_A_REGISTRY
         for kind in ("sources", "tables"):
             for i, item in enumerate(getattr(spec, kind)):
-                if item.value_format.needs_registry:
+                if item.reads_registry:
+                    key = item.value_format.options_field
                     yield Issue(f"spec.{kind}[{i}].format", f"format {item.format} reads each record's schema "
-                                "from a registry: set spec.kafka.schemaRegistry")
+                                "from a registry: set spec.kafka.schemaRegistry"
+                                + (f", or describe the records with {key}" if key else ""))
                 elif item.key_format_kind.registry_type is not None:
                     yield Issue(f"spec.{kind}[{i}].keyFormat", f"keyFormat {item.key_format} reads each key's "
                                 "schema from a registry: set spec.kafka.schemaRegistry")

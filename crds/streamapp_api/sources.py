@@ -14,6 +14,7 @@ from .base import (
     MAX_LIST,
     ApiModel,
     Column,
+    K8sName,
     Name,
     SecretRef,
     Topic,
@@ -139,8 +140,8 @@ def parse_spark_type(text: str) -> str:
 
 
 class SchemaRegistry(ApiModel):
-    """A schema registry of the Confluent REST API: where sources and tables of format avro find the
-    schema of each record by the id it carries (subjects by TopicNameStrategy: <topic>-value)."""
+    """A schema registry of the Confluent REST API: where sources and tables of format avro or protobuf
+    find the schema of each record by the id it carries (subjects by TopicNameStrategy: <topic>-value)."""
 
     url: str = Field(
         description="The registry's base URL, e.g. 'http://schema-registry:8081'.",
@@ -178,8 +179,8 @@ class Kafka(ApiModel):
     )
     schema_registry: SchemaRegistry | None = Field(
         default=None,
-        description="The schema registry sources and tables of format avro read schemas from. "
-        "Required when one has that format.",
+        description="The schema registry sources and tables of format avro or protobuf read schemas from. "
+        "Required when one has format avro, or format protobuf without protobuf.descriptorSet.",
     )
 
 
@@ -206,6 +207,9 @@ class ValueFormatKind:
     # The registry's type of the schemas this format reads ("AVRO"): the reader schema's columns come from
     # schema_registry.COLUMNS_OF by it. None: the format reads no registry.
     registry_type: str | None = None
+    # The source's or table's field of this format's own settings (its name in the spec), valid with
+    # this format only; set, it describes the records itself and no registry is needed.
+    options_field: str | None = None
 
     def schema_problem(self, name: str, has_schema: bool) -> str | None:
         """Why the schema may not be (un)set for this format, or None."""
@@ -221,13 +225,26 @@ class ValueFormatKind:
         """Column name -> Spark SQL type of a record's value."""
         return dict(schema or {}) if self.needs_schema else dict(self.columns)
 
+    def options_of(self, item: Any) -> Any:
+        """A source's or table's settings of this format (its options_field), or None."""
+        return getattr(item, self.options_field) if self.options_field is not None else None
+
+    def reads_registry(self, item: Any) -> bool:
+        """Whether a source's or table's records are read through the registry: a format needing one
+        whose own settings do not describe the records."""
+        return self.needs_registry and self.options_of(item) is None
+
 
 # How record values are read, for sources and tables alike.
-ValueFormat = Literal["json", "string", "avro"]
+ValueFormat = Literal["json", "string", "avro", "protobuf"]
 VALUE_FORMATS: dict[str, ValueFormatKind] = {
     "json": ValueFormatKind(needs_schema=True, can_be_malformed=True),
     # The schema names the columns read of the subject's Avro record (its latest version at start).
     "avro": ValueFormatKind(needs_schema=True, can_be_malformed=True, needs_registry=True, registry_type="AVRO"),
+    # The schema names the fields read of each record's message: the one its wire format names in the
+    # registry's schema, or, with `protobuf`, the one message of a descriptor set (plain payloads).
+    "protobuf": ValueFormatKind(needs_schema=True, can_be_malformed=True, needs_registry=True,
+                                options_field="protobuf"),
     "string": ValueFormatKind(needs_schema=False, can_be_malformed=False, columns={"value": "string"}),
 }
 
@@ -249,14 +266,83 @@ _SUBJECT_RULE = cel(
     SUBJECT_NEEDS_A_REGISTRY_FORMAT, field_path=".subject")
 
 
+
+
+def _options_rules(name: str, kind: ValueFormatKind) -> list[dict[str, Any]]:
+    """A format's own settings are valid with that format only, and without a subject when they
+    replace the registry."""
+    if kind.options_field is None:
+        return []
+    key = kind.options_field
+    return [
+        cel(f"!has(self.{key}) || (has(self.format) && self.format == '{name}')",
+            options_need_their_format(name, key), field_path=f".{key}"),
+        cel(f"!has(self.{key}) || !has(self.subject)", subject_without_a_registry(key), field_path=".subject"),
+    ]
+
+
+def options_need_their_format(name: str, key: str) -> str:
+    return f"{key} describes records of format {name}: remove it, or set format {name}"
+
+
+def subject_without_a_registry(key: str) -> str:
+    return f"records described by {key} are read without a registry: remove subject"
+
+
+def reads_registry_cel(item: str) -> str:
+    """CEL: the source or table ``item`` reads its records through the registry (the twin of
+    ValueFormatKind.reads_registry)."""
+    cases = [f"{item}.format == '{name}'" + (f" && !has({item}.{kind.options_field})" if kind.options_field else "")
+             for name, kind in VALUE_FORMATS.items() if kind.needs_registry]
+    return f"(has({item}.format) && (" + " || ".join(f"({c})" for c in cases) + "))"
+
+
+_OPTIONS_RULES = [rule for name, kind in VALUE_FORMATS.items() for rule in _options_rules(name, kind)]
+
+
 def _subject_field() -> Any:
     return Field(
         default=None, min_length=1, max_length=255,
-        description="For format avro: the registry subject whose latest version, when the app starts, is "
-        "the reader schema. Default '<topic>-value' (TopicNameStrategy, the serializers' default); "
-        "the record's full name under RecordNameStrategy, '<topic>-<full name>' under "
-        "TopicRecordNameStrategy.",
+        description="For formats avro and protobuf: the registry subject whose latest version, when the app "
+        "starts, the schema's columns are checked against. Default '<topic>-value' (TopicNameStrategy, "
+        "the serializers' default); the record's full name under RecordNameStrategy, "
+        "'<topic>-<full name>' under TopicRecordNameStrategy.",
     )
+
+
+# Not base.MODULE_PATTERN, though the same names match: a pattern has one help text (errors.py).
+PROTOBUF_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*([.][A-Za-z_][A-Za-z0-9_]*)*$"
+PROTOBUF_NAME_HELP = "a Protobuf message's full name: its package, a dot and its name, e.g. shop.v1.Order"
+CONFIG_MAP_KEY_PATTERN = r"^[-._a-zA-Z0-9]+$"
+CONFIG_MAP_KEY_HELP = "a ConfigMap key: letters, digits, '-', '_' and '.'"
+
+
+class ConfigMapKey(ApiModel):
+    """A key of a ConfigMap in the StreamApp's namespace."""
+
+    config_map: K8sName = Field(description="Name of the ConfigMap.")
+    key: str = Field(pattern=CONFIG_MAP_KEY_PATTERN, max_length=253, description="The key holding the file.")
+
+
+class ProtobufDescriptors(ApiModel):
+    """Protobuf records without a schema registry: each value is a plain protobuf payload (no wire-format
+    header) of one message type, described by a descriptor set."""
+
+    message: str = Field(
+        pattern=PROTOBUF_NAME_PATTERN, max_length=512,
+        description="The full name of the records' message type, e.g. 'shop.v1.Order'.",
+    )
+    descriptor_set: ConfigMapKey = Field(
+        description="The ConfigMap key holding a FileDescriptorSet with the message and everything it "
+        "imports: the output of 'protoc --include_imports --descriptor_set_out=FILE', stored with "
+        "'kubectl create configmap NAME --from-file=KEY=FILE' (binary data). Read once when the app starts."
+    )
+
+
+def _protobuf_field() -> Any:
+    return Field(default=None, description="For format protobuf: read plain protobuf payloads of one message "
+                 "type described by a descriptor set, instead of the Confluent wire format through "
+                 "spec.kafka.schemaRegistry.")
 
 
 @dataclass(frozen=True)
@@ -341,7 +427,7 @@ _SOURCE_STATE = ChangeClass("incompatible", "the checkpoint records offsets per 
 class Source(ApiModel):
     """A stream of records read from Kafka (Kafka Streams: KStream). Every record is an event."""
 
-    model_config = api_config(_ONE_TOPIC, *_SCHEMA_RULES, _SUBJECT_RULE, *_KEY_RULES)
+    model_config = api_config(_ONE_TOPIC, *_SCHEMA_RULES, _SUBJECT_RULE, *_KEY_RULES, *_OPTIONS_RULES)
 
     name: Name = Field(description="Name other streams and sinks use to read this source.")
     topic: Annotated[Topic | None, _SOURCE_STATE] = Field(
@@ -359,18 +445,24 @@ class Source(ApiModel):
         description="How record values are read: 'json' parses a JSON object into the schema's "
         "columns; 'string' gives one string column named 'value'; 'avro' reads Avro records in the "
         "Confluent wire format through spec.kafka.schemaRegistry, each with its writer schema, as the "
-        "latest version of the subject <topic>-value when the app starts, into the schema's columns.",
+        "latest version of the subject <topic>-value when the app starts, into the schema's columns; "
+        "'protobuf' reads Protobuf messages in the Confluent wire format through "
+        "spec.kafka.schemaRegistry, each with its writer schema, or plain payloads described by "
+        "protobuf.descriptorSet, into the schema's columns (fields by name).",
     )
     schema_: Annotated[SchemaMap | None, RESTART] = _schema_field(
         "Columns of a JSON value: column name -> Spark SQL type (string, long, double, boolean, "
         "timestamp, array<...>, struct<...>). Required for format json; for format avro, fields of "
-        "the Avro record with their Spark SQL types (checked against the registry at start). Every "
+        "the Avro record with their Spark SQL types (checked against the registry at start); for "
+        "format protobuf, fields of the message (a message is a struct, a repeated field an array, "
+        "google.protobuf.Timestamp a timestamp, an enum a string). Every "
         "row also carries the metadata columns _key, _timestamp, _topic, _partition and _offset."
     )
     subject: Annotated[str | None, RESTART] = _subject_field()
     key_format: Annotated[KeyFormat, RESTART] = _key_fields()["format"]
     key_schema: Annotated[SchemaMap | None, RESTART] = _key_fields()["schema"]
     key_subject: Annotated[str | None, RESTART] = _key_fields()["subject"]
+    protobuf: Annotated[ProtobufDescriptors | None, RESTART] = _protobuf_field()
     event_time: Annotated[Column | None, _SOURCE_STATE] = Field(
         default=None,
         description="Column holding the event time (type timestamp). Windows, watermarks and "
@@ -410,6 +502,11 @@ class Source(ApiModel):
         """Column name -> Spark SQL type of the key's fields (none for a key read as text)."""
         return dict(self.key_schema or {}) if self.key_format_kind.needs_schema else {}
 
+    @property
+    def reads_registry(self) -> bool:
+        """Records are read through spec.kafka.schemaRegistry."""
+        return self.value_format.reads_registry(self)
+
     def columns(self) -> set[str]:
         return record_columns(self.format, self.schema_, self.key_columns())
 
@@ -433,7 +530,7 @@ class Table(ApiModel):
     beginning of the topic so the table is complete; streams look rows up in it with a join step.
     """
 
-    model_config = api_config(*_SCHEMA_RULES, _SUBJECT_RULE, *_KEY_RULES)
+    model_config = api_config(*_SCHEMA_RULES, _SUBJECT_RULE, *_KEY_RULES, *_OPTIONS_RULES)
 
     name: Name = Field(description="Name join steps use to look rows up in this table.")
     topic: Annotated[Topic, _TABLE_STATE] = Field(
@@ -446,16 +543,17 @@ class Table(ApiModel):
     format: Annotated[ValueFormat, RESTART] = Field(
         default="json",
         description="How record values are read: 'json' (schema required), 'string' (one column "
-        "'value') or 'avro' (schema required; through spec.kafka.schemaRegistry, as for sources).",
+        "'value'), 'avro' or 'protobuf' (schema required; as for sources).",
     )
     schema_: Annotated[SchemaMap | None, RESTART] = _schema_field(
-        "Columns of a JSON value, or fields of an Avro record: column name -> Spark SQL type. "
-        "Required for formats json and avro."
+        "Columns of a JSON value, or fields of an Avro record or Protobuf message: column name -> "
+        "Spark SQL type. Required for formats json, avro and protobuf."
     )
     subject: Annotated[str | None, RESTART] = _subject_field()
     key_format: Annotated[KeyFormat, _TABLE_STATE] = _key_fields()["format"]
     key_schema: Annotated[SchemaMap | None, _TABLE_STATE] = _key_fields()["schema"]
     key_subject: Annotated[str | None, RESTART] = _key_fields()["subject"]
+    protobuf: Annotated[ProtobufDescriptors | None, RESTART] = _protobuf_field()
     ttl: Annotated[Duration | None, _TTL] = Field(
         default=None,
         description="Forget keys not updated for this long (bounds state size). Default: keep forever.",
@@ -472,6 +570,11 @@ class Table(ApiModel):
     def key_columns(self) -> dict[str, str]:
         """Column name -> Spark SQL type of the key's fields (none for a key read as text)."""
         return dict(self.key_schema or {}) if self.key_format_kind.needs_schema else {}
+
+    @property
+    def reads_registry(self) -> bool:
+        """Records are read through spec.kafka.schemaRegistry."""
+        return self.value_format.reads_registry(self)
 
     def columns(self) -> set[str]:
         return record_columns(self.format, self.schema_, self.key_columns())

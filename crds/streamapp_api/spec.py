@@ -13,7 +13,7 @@ from .checkpoint import Checkpoint
 from .durations import REALTIME, Duration, SparkMemory, Trigger, cel_millis
 from .pods import PodPlacement
 from .sinks import DELIVERY_DESCRIPTION, Delivery, Sink
-from .sources import KEY_FORMATS, VALUE_FORMATS, Kafka, Source, Table
+from .sources import KEY_FORMATS, VALUE_FORMATS, Kafka, Source, Table, reads_registry_cel
 from .status import StreamAppStatus
 from .steps import MAX_STEPS, Step
 
@@ -327,20 +327,21 @@ _MANUAL_MODE_NEEDS_EXECUTORS = cel(
     field_path=".scaling.mode",
 )
 
-_REGISTRY_FORMATS = "[" + ", ".join(f"'{name}'" for name, kind in VALUE_FORMATS.items() if kind.needs_registry) + "]"
+_REGISTRY_FORMATS = ", ".join(name for name, kind in VALUE_FORMATS.items() if kind.needs_registry)
 _REGISTRY_KEY_FORMATS = "[" + ", ".join(f"'{name}'" for name, kind in KEY_FORMATS.items() if kind.registry_type) + "]"
 
 
 def _reads_no_registry(item: str) -> str:
-    return (f"(!has({item}.format) || !({item}.format in {_REGISTRY_FORMATS})) && "
-            f"(!has({item}.keyFormat) || !({item}.keyFormat in {_REGISTRY_KEY_FORMATS}))")
+    return f"!{reads_registry_cel(item)} && (!has({item}.keyFormat) || !({item}.keyFormat in {_REGISTRY_KEY_FORMATS}))"
 
 
 _FORMATS_NEED_A_REGISTRY = cel(
     f"has(self.kafka.schemaRegistry) || (self.sources.all(s, {_reads_no_registry('s')}) "
     f"&& (!has(self.tables) || self.tables.all(t, {_reads_no_registry('t')})))",
-    f"formats {_REGISTRY_FORMATS} and key formats {_REGISTRY_KEY_FORMATS} read each record's schema from a "
-    "registry: set spec.kafka.schemaRegistry",
+    f"formats {_REGISTRY_FORMATS} and key formats {_REGISTRY_KEY_FORMATS.strip('[]')} read each record's schema "
+    "from a registry: set spec.kafka.schemaRegistry"
+    + "".join(f" (or, for {name}, describe the records with {kind.options_field})"
+              for name, kind in VALUE_FORMATS.items() if kind.needs_registry and kind.options_field),
     field_path=".kafka",
 )
 

@@ -22,6 +22,8 @@ from streamapp_api.schema_registry import Registry, topic_subject
 from streamapp_runtime import spark_compat
 from streamapp_runtime.compile.avro_values import ReaderSchema, avro_values
 from streamapp_runtime.compile.frame import Frame
+from streamapp_runtime.compile.protobuf_values import (DescriptorSetMessages, RegistryMessages, check_columns,
+                                                       latest_messages, protobuf_values, read_descriptor_set)
 from streamapp_runtime.plan import REGISTRY_URL_OPTION, REGISTRY_USER_INFO_OPTION, spark_kafka_options
 
 log = logging.getLogger("streamapp.runtime")
@@ -210,6 +212,13 @@ def _parse_avro(raw: DataFrame, item: Source | Table, keep: list[Column], option
     record cannot be read."""
     schema = item.schema_ or {}
     decoded = _avro_column(item, "value", "topic", "value", schema, options)
+    return _decoded(raw, item, keep, decoded)
+
+
+def _decoded(raw: DataFrame, item: Source | Table, keep: list[Column], decoded: Column) -> DataFrame:
+    """The kept columns, the schema's columns of ``decoded`` (a struct of them and __error, from a
+    decoder that gives each unreadable record its reason) and __error, which a null event time sets."""
+    schema = item.schema_ or {}
     parsed = raw.select(*keep, decoded.alias(PARSED))
     columns = [F.col(f"{PARSED}.`{name}`").cast(type_text).alias(name) for name, type_text in schema.items()]
     error = F.col(f"{PARSED}.{ERROR}")
@@ -219,6 +228,43 @@ def _parse_avro(raw: DataFrame, item: Source | Table, keep: list[Column], option
                        F.lit(f"missing event time: field {event_time!r} is null")).otherwise(error)
     metadata = [c for c in parsed.columns if c != PARSED]
     return parsed.select(*metadata, *columns, error.alias(ERROR))
+
+
+def _parse_protobuf(raw: DataFrame, item: Source | Table, keep: list[Column], options: dict[str, str]) -> DataFrame:
+    """Protobuf messages (compile/protobuf_values.py): in the Confluent wire format, each with the
+    writer schema its id names, or plain payloads of the message of the item's descriptor set. The
+    schema's columns are checked at the start against that message, or against the latest version of
+    the item's subject (default: each topic's value subject); ``__error`` says why a record cannot be
+    read."""
+    from pyspark.sql.types import DataType
+
+    columns = DataType.fromDDL(schema_ddl(item.schema_ or {}))
+    described = item.protobuf
+    if described is not None:
+        messages: DescriptorSetMessages | RegistryMessages = DescriptorSetMessages(
+            read_descriptor_set(described.descriptor_set.config_map, described.descriptor_set.key), described.message)
+        check_columns(messages.descriptor(), columns, f"{item.name}.schema: message {described.message}")
+    else:
+        url = options.get(REGISTRY_URL_OPTION)
+        if url is None:
+            raise ValueError(f"{item.name}: format {item.format} needs spec.kafka.schemaRegistry or protobuf.descriptorSet")
+        registry = Registry(url, options.get(REGISTRY_USER_INFO_OPTION))
+        for topic in item.topic_list if isinstance(item, Source) else [item.topic]:
+            subject = item.subject or topic_subject(topic)
+            _check_any_message(latest_messages(registry, subject), columns, f"{item.name}.schema: subject {subject}")
+        messages = RegistryMessages(registry)
+    return _decoded(raw, item, keep, protobuf_values(F.col("value"), messages, columns, ERROR))
+
+
+def _check_any_message(descriptors: list, columns, where: str) -> None:
+    """ValueError unless the columns fit one of the messages (which one a record is, its wire format says)."""
+    problems = []
+    for descriptor in descriptors:
+        try:
+            return check_columns(descriptor, columns, f"{where} message {descriptor.full_name}")
+        except ValueError as exc:
+            problems.append(str(exc))
+    raise ValueError("; ".join(problems) or f"{where}: the schema has no message")
 
 
 @dataclass(frozen=True)
@@ -239,6 +285,8 @@ FORMATS: dict[str, ValueReader] = {
     "json": ValueReader(_parse_json, _json_malformed_reason),
     # __error holds each unreadable record's own reason (avro_values.AvroDecoder.decode), never "malformed".
     "avro": ValueReader(_parse_avro, lambda item: F.col(ERROR)),
+    # As for avro (protobuf_values.ProtobufDecoder.decode).
+    "protobuf": ValueReader(_parse_protobuf, lambda item: F.col(ERROR)),
 }
 
 

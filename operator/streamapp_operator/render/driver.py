@@ -16,6 +16,7 @@ from .. import names
 from .common import CONTAINER_SECURITY, POD_SECURITY, Launch, image_of, metadata, placed
 from .disruption import DRIVER_ANNOTATIONS
 from .security import auth_mount, auth_volume
+from .descriptor_sets import descriptor_set_mounts, descriptor_set_volumes
 from .user_code import user_code_mounts, user_code_volumes
 from .storage import s3_credentials_env
 
@@ -104,6 +105,7 @@ def _container(app: StreamApp, launch: Launch, restore_from: str | None, restore
             {"name": "spark-local", "mountPath": names.SPARK_LOCAL_DIR},
             auth_mount(),
             *user_code_mounts(app),
+            *descriptor_set_mounts(app),
         ],
     }
     if spec.image_pull_policy:
@@ -156,6 +158,7 @@ def render_driver_pod(app: StreamApp, uid: str, launch: Launch, config_hash: str
                 {"name": "spark-local", "emptyDir": {}},
                 auth_volume(app),
                 *user_code_volumes(app),
+                *descriptor_set_volumes(app),
             ],
         }, meta, app, app.spec.driver),
     }

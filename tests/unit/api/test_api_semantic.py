@@ -269,6 +269,19 @@ def test_api_package_imports_no_spark_kopf_or_kubernetes():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+DESCRIBED = {"message": "shop.v1.Order", "descriptorSet": {"configMap": "shop-protos", "key": "shop.desc"}}
+
+
+def test_protobuf_described_by_a_descriptor_set_needs_no_registry():
+    doc = _with_source(format="protobuf", protobuf=DESCRIBED)
+    doc["spec"]["tables"][0].update(format="protobuf", protobuf=DESCRIBED)
+    assert [i for i in validate(doc) if i.severity == "error"] == []
+    doc["spec"]["tables"][0].pop("protobuf")
+    assert [(i.path, i.message) for i in validate(doc) if i.severity == "error"] == [("spec.tables[0].format", "format protobuf reads each record's "
+                                                             "schema from a registry: set spec.kafka.schemaRegistry, "
+                                                             "or describe the records with protobuf")]
+
+
 def _with_source(**fields):
     doc = copy.deepcopy(BASE)
     doc["spec"]["sources"][0].update(fields)
@@ -277,8 +290,16 @@ def _with_source(**fields):
 
 @pytest.mark.parametrize("document, path, fragment", [
     # a value with no close match is a thing the API does not do, not a typo
-    (_with_source(format="protobuf"), "spec.sources[0].format",
-     "'protobuf' is not supported; use one of 'json', 'string' or 'avro'"),
+    (_with_source(format="thrift"), "spec.sources[0].format",
+     "'thrift' is not supported; use one of 'json', 'string', 'avro' or 'protobuf'"),
+    (_with_source(format="protobuf", schema={"user": "string"}), "spec.sources[0].format",
+     "format protobuf reads each record's schema from a registry: set spec.kafka.schemaRegistry"),
+    (_with_source(protobuf=DESCRIBED), "spec.sources[0].protobuf",
+     "protobuf describes records of format protobuf: remove it, or set format protobuf"),
+    (_with_source(format="protobuf", schema={"user": "string"}, subject="s", protobuf=DESCRIBED), "spec.sources[0].subject",
+     "records described by protobuf are read without a registry: remove subject"),
+    (_with_source(format="protobuf", schema={"user": "string"}, protobuf={**DESCRIBED, "message": "shop..Order"}),
+     "spec.sources[0].protobuf.message", "use a Protobuf message's full name: its package, a dot and its name"),
     (_with_source(format="avro", schema={"user": "string"}), "spec.sources[0].format",
      "format avro reads each record's schema from a registry: set spec.kafka.schemaRegistry"),
     (_with_source(keyFormat="avro", keySchema={"id": "string"}), "spec.sources[0].keyFormat",
@@ -287,7 +308,7 @@ def _with_source(**fields):
      "keySchema declares the key's fields of keyFormat avro; remove it"),
     (_with_source(keySubject="ids"), "spec.sources[0].keySubject", "keySubject names the registry's subject of keyFormat avro"),
     (_with_source(subject="io.shop.Click"), "spec.sources[0].subject",
-     "subject names the registry's subject of formats avro; remove it, or set one of those formats"),
+     "subject names the registry's subject of formats avro, protobuf; remove it, or set one of those formats"),
     (_with_source(format="jsn"), "spec.sources[0].format", "'jsn' is not allowed (did you mean 'json'?)"),
     (_with_source(watermark=30), "spec.sources[0].watermark", "got the number 30: use a positive whole number"),
     (app_with([], kafka={"bootstrapServers": "k:9092", "options": {"auto.offset.reset": "latest"}}),

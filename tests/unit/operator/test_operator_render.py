@@ -72,6 +72,19 @@ def test_the_schema_registry_credentials_reach_the_driver_from_their_secret_key(
     assert "STREAMAPP_SCHEMA_REGISTRY_USER_INFO" not in {e["name"] for e in without["Pod"]["spec"]["containers"][0]["env"]}
 
 
+def test_descriptor_set_config_maps_are_mounted_in_the_driver_only_once_each():
+    described = {"message": "shop.v1.Order", "descriptorSet": {"configMap": "shop-protos", "key": "shop.desc"}}
+    sources = [{"name": n, "topic": n, "format": "protobuf", "schema": {"id": "string"}, "protobuf": described}
+               for n in ("orders", "refunds")]
+    objects = _objects(sources=sources, streams=[], sinks=[{"from": "orders", "kafka": {"topic": "out"}}])
+    pod = objects["Pod"]["spec"]
+    mounts = [m for m in pod["containers"][0]["volumeMounts"] if m["name"].startswith("descriptor-set-")]
+    assert mounts == [{"name": "descriptor-set-0", "mountPath": "/opt/streamapp/descriptor-sets/shop-protos", "readOnly": True}]
+    assert {"name": "descriptor-set-0", "configMap": {"name": "shop-protos"}} in pod["volumes"]
+    # The driver ships the set's bytes with the decoder: the executors read no file.
+    assert "descriptor-set" not in objects["ConfigMap"]["data"]["executor-template.yaml"]
+
+
 def test_driver_pod_follows_the_runtime_contract():
     objects = _objects(state={"resetNonce": "7"}, kafka={"bootstrapServers": "k:9092", "secretRef": {"name": "creds"}})
     pod = objects["Pod"]
