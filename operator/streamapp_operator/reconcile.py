@@ -107,13 +107,14 @@ def observe(kube: Kube, body: dict, pod: dict | None, children: dict,
 
 def _blockers(kube: Kube, namespace: str, app: StreamApp, driver: Driver, progress: Progress,
               now: datetime, claim_events: blockers.ClaimEvents | None = None) -> dict:
-    """What may keep the app from running (Observed's claim, missing_secrets, executor_pods), asked
-    only when it may: the Secrets before a driver is started, the claim while the scheduler cannot
+    """What may keep the app from running (Observed's claim, missing_secrets and missing_config_maps,
+    executor_pods), asked only when it may: the Secrets and ConfigMaps before a driver is started, the claim while the scheduler cannot
     place the driver for a reason that names volumes (diagnosis.claim_may_block), the executors while the driver is not Ready, has fewer executors than it was
     started with (some may wait for a node: the Scaling condition) or has finished no batch a minute on."""
     name, pod = app.metadata.name, driver.pod
-    if pod.state == "absent" and diagnosis.referenced_secrets(app):
-        return {"missing_secrets": blockers.missing_secrets(kube, namespace, app)}
+    if pod.state == "absent" and (diagnosis.referenced_secrets(app) or diagnosis.referenced_config_maps(app)):
+        return {"missing_secrets": blockers.missing_secrets(kube, namespace, app),
+                "missing_config_maps": blockers.missing_config_maps(kube, namespace, app)}
     if pod.state == "pending" and diagnosis.claim_may_block(pod.unschedulable):
         return {"claim": blockers.claim(kube, namespace, name, claim_events)}
     if pod.state == "running" and (not pod.ready or fewer_executors(driver, progress) or (

@@ -42,6 +42,12 @@ def _cases(bootstrap: str, topic: str) -> dict[str, tuple[dict, str, str, list[s
                           "Degraded", "SecretMissing", ["Secret kafka-auth (spec.kafka.secretRef) not found"]),
         "no-kafka": ({"kafka": {"bootstrapServers": f"127.0.0.1:{free_port()}"}}, "Degraded", "KafkaUnreachable",
                      ["127.0.0.1"]),
+        # the driver pod mounts the descriptor set's ConfigMap: without it, it could never start
+        "no-protos": ({"sources": [{"name": "lines", "topic": topic, "format": "protobuf", "schema": {"value": "string"},
+                                    "protobuf": {"message": "test.Line",
+                                                 "descriptorSet": {"configMap": "protos", "key": "lines.pb"}}}]},
+                      "Ready", "ConfigMapMissing",
+                      ['ConfigMap "protos" not found (spec.sources[0].protobuf.descriptorSet)', "create configmap protos"]),
     }
 
 
@@ -66,7 +72,7 @@ def test_each_failure_mode_is_named_in_condition_reason_message_and_one_event(cl
         for text in says:
             assert text in condition["message"] and text in status["message"], (name, text, condition)
         assert cluster.event(name, reason)  # one per reason: its message is the first cause seen
-    for name in ("no-pg", "no-key", "no-kafka-auth", "no-kafka"):
+    for name in ("no-pg", "no-key", "no-kafka-auth", "no-kafka", "no-protos"):
         assert cluster.driver(name) is None, f"{name}: a driver that could not start was created"
     rows = cluster.kubectl("get", "sapp").stdout
     assert all(reason in rows for _, _, reason, _ in cases.values()), rows

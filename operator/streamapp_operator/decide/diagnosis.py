@@ -16,7 +16,7 @@ from streamapp_api import StreamApp, contract
 from .. import names
 from ..render.driver import pod_memory_mib
 from .restarts import PodObservation
-from .world import Claim, ExecutorPods, MissingSecret
+from .world import Claim, ExecutorPods, MissingConfigMap, MissingSecret
 
 # Restarts in a row from which a failing driver is a crash loop rather than one failure.
 CRASH_LOOP_AFTER = 3
@@ -46,6 +46,34 @@ def referenced_secrets(app: StreamApp) -> list[tuple[str, str | None, str]]:
         ref, field = s3.secret_ref, "spec.state.checkpoint.s3.secretRef"
         refs += [(ref.name, ref.access_key_id_key, field), (ref.name, ref.secret_access_key_key, field)]
     return refs
+
+
+def referenced_config_maps(app: StreamApp) -> list[tuple[str, str | None, str]]:
+    """(ConfigMap, key or None for the whole ConfigMap, the spec field naming it) of every ConfigMap the
+    driver pod mounts: without one, its volume cannot be mounted and the pod never starts."""
+    user_code = app.spec.user_code
+    refs: list[tuple[str, str | None, str]] = [
+        (name, None, f"spec.userCode.configMaps[{i}]") for i, name in enumerate(user_code.config_maps)] \
+        if user_code is not None else []
+    for kind in ("sources", "tables"):
+        for i, item in enumerate(getattr(app.spec, kind)):
+            descriptor_set = getattr(item.value_format.options_of(item), "descriptor_set", None)
+            if descriptor_set is not None:
+                refs.append((descriptor_set.config_map, descriptor_set.key,
+                             f"spec.{kind}[{i}].{item.value_format.options_field}.descriptorSet"))
+    return refs
+
+
+def config_maps_missing(namespace: str, missing: tuple[MissingConfigMap, ...]) -> Diagnosis | None:
+    if not missing:
+        return None
+    parts = [f'ConfigMap "{m.name}" not found ({m.field})' if m.key is None else
+             f'ConfigMap "{m.name}" has no key "{m.key}" ({m.field})' for m in missing]
+    first = missing[0]
+    todo = f"kubectl -n {namespace} create configmap {first.name} --from-file=" + (
+        f"{first.key}=<file>" if first.key else "<module>.py")
+    return Diagnosis("ConfigMapMissing", f"{'; '.join(parts)}: the driver is not started until it exists "
+                                         f"(e.g. {todo})")
 
 
 def secrets_missing(namespace: str, missing: tuple[MissingSecret, ...]) -> Diagnosis | None:

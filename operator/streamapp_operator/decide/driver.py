@@ -15,7 +15,8 @@ from streamapp_api import StreamApp, contract
 from .. import names
 from ..render import Launch, render_driver_pod
 from .changes import Change
-from .diagnosis import Diagnosis, executors_not_running, failed_driver, pending_driver, secrets_missing
+from .diagnosis import (Diagnosis, config_maps_missing, executors_not_running, failed_driver, pending_driver,
+                        secrets_missing)
 from .restarts import FAILURE_CAUSES, RestartDecision, RestartHistory, backoff, restart_decision
 from .restore import NO_RESTORE, REASON as RESTORE_UNAVAILABLE, Restore
 from .scaling.pending import only_waiting_for_room
@@ -366,7 +367,8 @@ def _create(inputs: DriverInputs, decision: RestartDecision) -> DriverOutcome:
         why = (f"topics not found: {', '.join(topics)}; the first driver is sized from their partitions" if topics
                else "partition counts needed to size the first driver")
         return _as_recorded(inputs, "Pending", Cond("Ready", False, "WaitingForKafka", why), requeue=inputs.kafka_retry)
-    missing = secrets_missing(obs.namespace, obs.missing_secrets)
+    missing = secrets_missing(obs.namespace, obs.missing_secrets) or \
+        config_maps_missing(obs.namespace, obs.missing_config_maps)
     if missing is None and inputs.restore.problem is not None:  # no app to restore the new generation from
         missing = Diagnosis(RESTORE_UNAVAILABLE, inputs.restore.problem)
     if missing is not None:  # a driver without them could not even start its container

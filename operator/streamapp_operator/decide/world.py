@@ -133,6 +133,15 @@ class MissingSecret:
 
 
 @dataclass(frozen=True)
+class MissingConfigMap:
+    """A ConfigMap (or a key of one) the driver pod mounts that is not there: user code, a descriptor set."""
+
+    name: str
+    key: str | None  # the key that is missing; None: the whole ConfigMap is
+    field: str  # where the spec names it, e.g. spec.userCode.configMaps[0]
+
+
+@dataclass(frozen=True)
 class RestoreSource:
     """The app spec.state.restoreFrom.app names, as read while a driver may be started."""
 
@@ -156,10 +165,11 @@ class Observed:
     driver: Driver = field(default_factory=lambda: Driver(PodObservation("absent")))
     kafka: Kafka = field(default_factory=Kafka)
     progress: Progress = field(default_factory=Progress)
-    # Read only while the app is not running (what may keep it from running): the claim, the Secrets
-    # the spec names, and the executors of a driver that is not healthy yet.
+    # Read only while the app is not running (what may keep it from running): the claim, the Secrets and
+    # ConfigMaps the spec names, and the executors of a driver that is not healthy yet.
     claim: Claim | None = None
     missing_secrets: tuple[MissingSecret, ...] = ()
+    missing_config_maps: tuple[MissingConfigMap, ...] = ()
     executor_pods: ExecutorPods = field(default_factory=ExecutorPods)
     paused: bool = False  # the app's streamapp.io/pause-reconciliation annotation is "true" (pause.py)
     restore_source: RestoreSource | None = None  # read only when a driver may be started (observe/restore.py)

@@ -10,8 +10,8 @@ import time
 from streamapp_api import StreamApp
 
 from .. import names
-from ..decide.diagnosis import referenced_secrets
-from ..decide.world import Claim, ExecutorPods, MissingSecret
+from ..decide.diagnosis import referenced_config_maps, referenced_secrets
+from ..decide.world import Claim, ExecutorPods, MissingConfigMap, MissingSecret
 from ..kubeapi import Kube
 from .kube import unschedulable
 
@@ -85,6 +85,21 @@ def missing_secrets(kube: Kube, namespace: str, app: StreamApp, known: dict[str,
             missing.append(MissingSecret(name, None, field))
         elif key is not None and key not in (secret.get("data") or {}) and key not in (secret.get("stringData") or {}):
             missing.append(MissingSecret(name, key, field))
+    return tuple(missing)
+
+
+def missing_config_maps(kube: Kube, namespace: str, app: StreamApp) -> tuple[MissingConfigMap, ...]:
+    """The ConfigMaps (and keys) the driver pod mounts that are not there. Only names and keys are looked at."""
+    seen: dict[str, dict | None] = {}
+    missing = []
+    for name, key, field in referenced_config_maps(app):
+        if name not in seen:
+            seen[name] = kube.get("ConfigMap", namespace, name)
+        config_map = seen[name]
+        if config_map is None:
+            missing.append(MissingConfigMap(name, None, field))
+        elif key is not None and key not in (config_map.get("data") or {}) and key not in (config_map.get("binaryData") or {}):
+            missing.append(MissingConfigMap(name, key, field))
     return tuple(missing)
 
 

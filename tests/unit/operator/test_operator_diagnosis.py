@@ -9,11 +9,12 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from streamapp_operator.decide.diagnosis import (claim_may_block, executors_not_running, failed_driver,
-                                                 pending_driver, referenced_secrets, secrets_missing)
+from streamapp_operator.decide.diagnosis import (claim_may_block, config_maps_missing, executors_not_running,
+                                                 failed_driver, pending_driver, referenced_config_maps,
+                                                 referenced_secrets, secrets_missing)
 from streamapp_operator.decide.plan import plan
 from streamapp_operator.decide.restarts import PodObservation
-from streamapp_operator.decide.world import Claim, Driver, ExecutorPods, Memory, MissingSecret
+from streamapp_operator.decide.world import Claim, Driver, ExecutorPods, Memory, MissingConfigMap, MissingSecret
 
 from streamapp_testkit.operator_apps import app as make_app
 from test_operator_plan import SETTINGS, cond, world
@@ -141,6 +142,34 @@ def test_missing_secrets_and_keys_are_named_with_the_field_that_names_them():
     assert 'Secret "kafka-auth" not found (spec.kafka.secretRef)' in why.message
     assert "kubectl -n shop create secret generic pg --from-literal=uri=" in why.message
     assert secrets_missing("shop", ()) is None
+
+
+def test_the_config_maps_the_driver_mounts_are_named_with_the_field_that_names_them():
+    app = make_app(userCode={"configMaps": ["enrich", "rules"]}, sources=[
+        {"name": "orders", "topic": "orders", "format": "protobuf",
+         "schema": {"id": "string", "amount": "double", "customer": "string"},
+         "protobuf": {"message": "shop.v1.Order", "descriptorSet": {"configMap": "shop-protos", "key": "shop.pb"}}}])
+    assert referenced_config_maps(app) == [
+        ("enrich", None, "spec.userCode.configMaps[0]"), ("rules", None, "spec.userCode.configMaps[1]"),
+        ("shop-protos", "shop.pb", "spec.sources[0].protobuf.descriptorSet")]
+    why = config_maps_missing("shop", (MissingConfigMap("shop-protos", "shop.pb", "spec.sources[0].protobuf.descriptorSet"),
+                                       MissingConfigMap("enrich", None, "spec.userCode.configMaps[0]")))
+    assert why.reason == "ConfigMapMissing"
+    assert 'ConfigMap "shop-protos" has no key "shop.pb" (spec.sources[0].protobuf.descriptorSet)' in why.message
+    assert 'ConfigMap "enrich" not found (spec.userCode.configMaps[0])' in why.message
+    assert "kubectl -n shop create configmap shop-protos --from-file=shop.pb=<file>" in why.message
+    assert config_maps_missing("shop", ()) is None and referenced_config_maps(make_app()) == []
+
+
+def test_a_missing_config_map_holds_the_first_driver_back_until_it_is_there():
+    obs = replace(world(pod="absent", children=False),
+                  missing_config_maps=(MissingConfigMap("enrich", None, "spec.userCode.configMaps[0]"),))
+    first = plan(obs, SETTINGS, Memory(), T0)
+    assert first.driver is None and first.status["phase"] == "Pending"
+    assert cond(first.status, "Ready") == ("False", "ConfigMapMissing")
+    assert [e.reason for e in first.events] == ["ConfigMapMissing"]
+    there = plan(replace(obs, status=first.status, missing_config_maps=()), SETTINGS, Memory(), T0)
+    assert there.driver == "create" and "reason" not in there.status
 
 
 def test_executors_not_running_are_counted_with_the_first_reason():
