@@ -359,11 +359,12 @@ class KeyFormatKind:
 
 
 # How record keys are read: 'string' keeps the key's bytes as text in _key (as Kafka Streams' string
-# serde); 'avro' decodes a record key in the Confluent wire format through the registry.
-KeyFormat = Literal["string", "avro"]
+# serde); 'avro' and 'protobuf' decode a key in the Confluent wire format through the registry.
+KeyFormat = Literal["string", "avro", "protobuf"]
 KEY_FORMATS: dict[str, KeyFormatKind] = {
     "string": KeyFormatKind(needs_schema=False),
     "avro": KeyFormatKind(needs_schema=True, registry_type="AVRO"),
+    "protobuf": KeyFormatKind(needs_schema=True, registry_type="PROTOBUF"),
 }
 
 
@@ -381,8 +382,9 @@ KEY_SUBJECT_UNUSED = f"keySubject names the registry's subject of keyFormat {', 
 KEY_COLUMN_TAKEN = "a keySchema column may not also be a schema column or a metadata column " \
     f"({', '.join(METADATA_COLUMNS)}): each column of a record has one name"
 _KEY_RULES = [
-    cel(f"!has(self.keyFormat) || !(self.keyFormat in {_names(_KEY_SCHEMA_FORMATS)}) || has(self.keySchema)",
-        KEY_SCHEMA_NEEDED.format("avro"), field_path=".keySchema", reason="FieldValueRequired"),
+    *[cel(f"!has(self.keyFormat) || self.keyFormat != '{name}' || has(self.keySchema)",
+          KEY_SCHEMA_NEEDED.format(name), field_path=".keySchema", reason="FieldValueRequired")
+      for name in _KEY_SCHEMA_FORMATS],
     cel(f"!has(self.keySchema) || (has(self.keyFormat) && self.keyFormat in {_names(_KEY_SCHEMA_FORMATS)})",
         KEY_SCHEMA_UNUSED, field_path=".keySchema"),
     cel(f"!has(self.keySubject) || (has(self.keyFormat) && self.keyFormat in {_names(_KEY_REGISTRY_FORMATS)})",
@@ -398,17 +400,18 @@ def _key_fields() -> dict[str, Any]:
         "format": Field(
             default="string",
             description="How record keys are read: 'string' keeps the key as text in _key; 'avro' reads Avro "
-            "record keys in the Confluent wire format through spec.kafka.schemaRegistry, as the latest "
-            "version of the subject <topic>-key when the app starts: the fields keySchema declares become "
-            "columns, and _key holds the key as JSON. A record whose key cannot be read goes to the "
-            "dead-letter topic with the reason.",
+            "record keys, 'protobuf' Protobuf message keys, in the Confluent wire format through "
+            "spec.kafka.schemaRegistry, checked against the latest version of the subject <topic>-key when "
+            "the app starts: the fields keySchema declares become columns, and _key holds the key as JSON. "
+            "A record whose key cannot be read goes to the dead-letter topic with the reason.",
         ),
-        "schema": _schema_field("For keyFormat avro: fields of the Avro key record, column name -> Spark SQL "
-                                "type (checked against the registry at start). Names other than the schema's "
-                                "and the metadata columns'.", alias="keySchema"),
+        "schema": _schema_field("For keyFormat avro or protobuf: fields of the key's Avro record or Protobuf "
+                                "message, column name -> Spark SQL type (checked against the registry at "
+                                "start). Names other than the schema's and the metadata columns'.",
+                                alias="keySchema"),
         "subject": Field(
             default=None, min_length=1, max_length=255,
-            description="For keyFormat avro: the registry subject of the keys. Default '<topic>-key' "
+            description="For keyFormat avro or protobuf: the registry subject of the keys. Default '<topic>-key' "
             "(TopicNameStrategy).",
         ),
     }

@@ -31,19 +31,19 @@ CLICK_N_AS_TEXT = {**CLICK, "Click": [("user", 1, "string"), ("n", 2, "string"),
 UNKNOWN_ID = b"\x00" + struct.pack(">I", 987654) + b"\x00\x0a\x01x"
 
 
-def _writer(registry, messages: dict, subject_topic: str, message: str = "Click"):
+def _writer(registry, messages: dict, subject_topic: str, message: str = "Click", part: str = "value"):
     """(the class of ``message``, a serializer of it): the schema registered as .proto text under the
-    topic's value subject, records written by ProtobufSerializer with that latest version."""
+    topic's value (or key) subject, records written by ProtobufSerializer with that latest version."""
     from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
     from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
     from confluent_kafka.serialization import MessageField, SerializationContext
 
     file = proto3_file("shop.proto", "shop.v1", messages)
     client = SchemaRegistryClient(registry.client_conf())
-    client.register_schema(f"{subject_topic}-value", Schema(proto_text(file), "PROTOBUF"))
+    client.register_schema(f"{subject_topic}-{part}", Schema(proto_text(file), "PROTOBUF"))
     cls = message_classes(file)[message]
     serializer = ProtobufSerializer(cls, client, {"auto.register.schemas": False, "use.latest.version": True})
-    ctx = SerializationContext(subject_topic, MessageField.VALUE)
+    ctx = SerializationContext(subject_topic, MessageField.VALUE if part == "value" else MessageField.KEY)
     return cls, lambda record: serializer(record, ctx)
 
 
@@ -154,6 +154,37 @@ def test_each_record_is_decoded_once_however_many_filters_read_its_fields(schema
 
     assert good._jdf.queryExecution().executedPlan().toString().count("ArrowEvalPython") == 1
     assert [(r.user, r.n) for r in good.collect()] == [("a", 1)]
+
+
+def test_protobuf_keys_become_columns_and_json_in_key_and_an_unreadable_key_says_why(schema_registry, spark, names):
+    """keyFormat protobuf: the key message's fields are columns beside the value's, _key is the key as JSON;
+    a key not in the wire format, or none, is the record's error (its value was fine); a keySchema column
+    that is no field of the key subject's message stops the start."""
+    from streamapp_api import Source
+    from streamapp_runtime.compile.sources import ERROR, parse
+    from streamapp_runtime.plan import REGISTRY_URL_OPTION
+
+    topic = names("keyed")
+    cls, value = _writer(schema_registry, CLICK, topic)
+    key_class, key = _writer(schema_registry, {"UserKey": [("user_id", 1, "string"), ("region", 2, "int32")]},
+                             topic, "UserKey", part="key")
+    written = value(_click(cls, "a", 1, 0))
+    at = datetime(2026, 1, 1)
+    raw = spark.createDataFrame([(key(key_class(user_id="u1", region=7)), written, topic, 0, 0, at),
+                                 (b"u1", written, topic, 0, 1, at), (None, written, topic, 0, 2, at)],
+                                "key binary, value binary, topic string, partition int, offset long, timestamp timestamp")
+    spec = {"name": "s", "topic": topic, "format": "protobuf", "schema": {"user": "string", "n": "long"},
+            "keyFormat": "protobuf", "keySchema": {"user_id": "string", "region": "long"}}
+    options = {REGISTRY_URL_OPTION: schema_registry.url}
+    rows = parse(raw, Source.model_validate(spec), options).orderBy("_offset").collect()
+
+    assert [(r._key, r.user_id, r.region, r.user, r.n, r[ERROR]) for r in rows[:1]] == [
+        ('{"user_id":"u1","region":7}', "u1", 7, "a", 1, None)]
+    assert rows[1][ERROR] == "key: not in the Confluent wire format (a zero byte, then a 4-byte schema id)"
+    assert rows[1].user_id is None and rows[1]._key is None
+    assert rows[2][ERROR] == "key: none, and keyFormat protobuf needs one"
+    with pytest.raises(ValueError, match=f"'id' not a field of s.keySchema: subject {topic}-key message shop.v1.UserKey"):
+        parse(raw, Source.model_validate({**spec, "keySchema": {"id": "string"}}), options)
 
 
 def test_a_column_that_is_no_field_of_the_subjects_latest_message_stops_the_start(schema_registry, spark, names):
@@ -284,25 +315,27 @@ def test_an_app_reads_plain_protobuf_payloads_by_a_descriptor_set(kafka, spark, 
 
 @pytest.mark.slow
 def test_a_table_of_protobuf_values_is_joined_and_its_tombstones_delete(kafka, schema_registry, spark, names, tmp_path):
-    """A table of format protobuf through the registry: the latest message per key, a null value
-    (tombstone) deleting its key rather than being an unreadable record."""
+    """A table of format protobuf through the registry, keyed by a field of its Protobuf keys (keyFormat
+    protobuf): the latest message per key, a null value (tombstone) deleting its key rather than being an
+    unreadable record."""
     from streamapp_testkit.runtime import app, consume, run_available_now
     from streamapp_testkit.runtime import produce as produce_json
 
     orders, profiles, out = names("orders"), names("profiles"), names("out")
     for topic in (orders, profiles, out):
         create_topic(kafka.bootstrap, topic, partitions=1)
-    profile, write = _writer(schema_registry, {"Profile": [("user_id", 1, "string"), ("tier", 2, "string")]}, profiles,
-                             "Profile")
-    produce(kafka.bootstrap, profiles, [(b"u1", write(profile(user_id="u1", tier="gold"))),
-                                        (b"u2", write(profile(user_id="u2", tier="silver"))), (b"u2", None)])
+    profile, write = _writer(schema_registry, {"Profile": [("tier", 2, "string")]}, profiles, "Profile")
+    user, key = _writer(schema_registry, {"UserKey": [("user_id", 1, "string")]}, profiles, "UserKey", part="key")
+    produce(kafka.bootstrap, profiles, [(key(user(user_id="u1")), write(profile(tier="gold"))),
+                                        (key(user(user_id="u2")), write(profile(tier="silver"))),
+                                        (key(user(user_id="u2")), None)])
     produce_json(kafka.bootstrap, orders, [(f"o{i}", {"order_id": f"o{i}", "user_id": u}) for i, u in enumerate(["u1", "u2"])])
     the_app = app(names("app"), {
         "kafka": {"bootstrapServers": "kafka:9092", "schemaRegistry": {"url": schema_registry.url}},
         # not "orders": test_cleanup lists every group of a source of that name on the shared broker
         "sources": [{"name": "purchases", "topic": orders, "schema": {"order_id": "string", "user_id": "string"}}],
         "tables": [{"name": "profiles", "topic": profiles, "key": "user_id", "format": "protobuf",
-                    "schema": {"user_id": "string", "tier": "string"}}],
+                    "schema": {"tier": "string"}, "keyFormat": "protobuf", "keySchema": {"user_id": "string"}}],
         "streams": [{"name": "enriched", "from": "purchases",
                      "steps": [{"join": {"table": "profiles", "key": "user_id", "type": "left"}}]}],
         "sinks": [{"from": "enriched", "kafka": {"topic": out, "key": "order_id"}}],

@@ -236,24 +236,39 @@ def _parse_protobuf(raw: DataFrame, item: Source | Table, keep: list[Column], op
     schema's columns are checked at the start against that message, or against the latest version of
     the item's subject (default: each topic's value subject); ``__error`` says why a record cannot be
     read."""
+    schema = item.schema_ or {}
+    described = item.protobuf
+    if described is None:
+        return _decoded(raw, item, keep, _protobuf_column(item, "value", "topic", "value", schema, options))
+    columns = _struct_of(schema)
+    messages = DescriptorSetMessages(read_descriptor_set(described.descriptor_set.config_map,
+                                                         described.descriptor_set.key), described.message)
+    check_columns(messages.descriptor(), columns, f"{item.name}.schema: message {described.message}")
+    return _decoded(raw, item, keep, protobuf_values(F.col("value"), messages, columns, ERROR))
+
+
+def _struct_of(declared: dict[str, str]):
     from pyspark.sql.types import DataType
 
-    columns = DataType.fromDDL(schema_ddl(item.schema_ or {}))
-    described = item.protobuf
-    if described is not None:
-        messages: DescriptorSetMessages | RegistryMessages = DescriptorSetMessages(
-            read_descriptor_set(described.descriptor_set.config_map, described.descriptor_set.key), described.message)
-        check_columns(messages.descriptor(), columns, f"{item.name}.schema: message {described.message}")
-    else:
-        url = options.get(REGISTRY_URL_OPTION)
-        if url is None:
-            raise ValueError(f"{item.name}: format {item.format} needs spec.kafka.schemaRegistry or protobuf.descriptorSet")
-        registry = Registry(url, options.get(REGISTRY_USER_INFO_OPTION))
-        for topic in item.topic_list if isinstance(item, Source) else [item.topic]:
-            subject = item.subject or topic_subject(topic)
-            _check_any_message(latest_messages(registry, subject), columns, f"{item.name}.schema: subject {subject}")
-        messages = RegistryMessages(registry)
-    return _decoded(raw, item, keep, protobuf_values(F.col("value"), messages, columns, ERROR))
+    return DataType.fromDDL(schema_ddl(declared))
+
+
+def _protobuf_column(item: Source | Table, column: str, topic_column: str, part: str, declared: dict[str, str],
+                     options: dict[str, str]) -> Column:
+    """A struct of the declared fields and __error from a column of Protobuf in the Confluent wire format,
+    each record read with the writer schema its id names; the declared fields are checked at the start
+    against the latest version of each topic's subject (``part`` 'value' or 'key')."""
+    url = options.get(REGISTRY_URL_OPTION)
+    if url is None:
+        raise ValueError(f"{item.name}: Protobuf {part}s need spec.kafka.schemaRegistry"
+                         + (" or protobuf.descriptorSet" if part == "value" else ""))
+    registry = Registry(url, options.get(REGISTRY_USER_INFO_OPTION))
+    subject, field_name = (item.subject, "schema") if part == "value" else (item.key_subject, "keySchema")
+    columns = _struct_of(declared)
+    for topic in item.topic_list if isinstance(item, Source) else [item.topic]:
+        name = subject or topic_subject(topic, part)
+        _check_any_message(latest_messages(registry, name), columns, f"{item.name}.{field_name}: subject {name}")
+    return protobuf_values(F.col(column), RegistryMessages(registry), columns, ERROR)
 
 
 def _check_any_message(descriptors: list, columns, where: str) -> None:
@@ -293,29 +308,36 @@ FORMATS: dict[str, ValueReader] = {
 KEY_PARSED = "__parsed_key"
 
 
-def _read_avro_key(parsed: DataFrame, item: Source | Table, options: dict[str, str]) -> DataFrame:
-    """The key's declared fields as columns and ``_key`` as their JSON, from Avro keys in the Confluent
-    wire format (as _parse_avro reads values, from each topic's key subject). A record whose key cannot be
-    read gets the reason in ``__error``, unless its value had one already."""
-    declared = item.key_columns()
-    decoded = _avro_column(item, RAW_KEY, "_topic", "key", declared, options)
-    fields = [F.col(f"{KEY_PARSED}.`{name}`").cast(type_text).alias(name) for name, type_text in declared.items()]
-    problem = F.when(F.col(RAW_KEY).isNull(), F.lit("key: none, and keyFormat avro needs one")).otherwise(
-        F.concat(F.lit("key: "), F.col(f"{KEY_PARSED}.{ERROR}")))
-    with_key = parsed.withColumn(KEY_PARSED, decoded)
-    read = F.col(RAW_KEY).isNotNull() & F.col(f"{KEY_PARSED}.{ERROR}").isNull()
-    key_json = F.when(read, F.to_json(F.struct(*[F.col(f"{KEY_PARSED}.`{n}`").alias(n) for n in declared]), JSON_OPTIONS))
-    columns = [c for c in parsed.columns if c not in ("_key", ERROR)]
-    return with_key.select(key_json.alias("_key"), *[F.col(f"`{c}`") for c in columns if c.startswith("_")], *fields,
-                           *[F.col(f"`{c}`") for c in columns if not c.startswith("_")],
-                           F.coalesce(F.col(ERROR), F.when(~read, problem)).alias(ERROR))
+RegistryColumn = Callable[[Source | Table, str, str, str, dict[str, str], dict[str, str]], Column]
+
+
+def _key_reader(decode: RegistryColumn) -> Callable[[DataFrame, Source | Table, dict[str, str]], DataFrame]:
+    """A key format's reader, from its decoder of a column through the registry (_avro_column,
+    _protobuf_column): the key's declared fields as columns and ``_key`` as their JSON, read from each
+    topic's key subject as values are from the value subject. A record whose key cannot be read gets
+    the reason in ``__error``, unless its value had one already."""
+    def read(parsed: DataFrame, item: Source | Table, options: dict[str, str]) -> DataFrame:
+        declared = item.key_columns()
+        decoded = decode(item, RAW_KEY, "_topic", "key", declared, options)
+        fields = [F.col(f"{KEY_PARSED}.`{name}`").cast(type_text).alias(name) for name, type_text in declared.items()]
+        problem = F.when(F.col(RAW_KEY).isNull(), F.lit(f"key: none, and keyFormat {item.key_format} needs one")).otherwise(
+            F.concat(F.lit("key: "), F.col(f"{KEY_PARSED}.{ERROR}")))
+        with_key = parsed.withColumn(KEY_PARSED, decoded)
+        ok = F.col(RAW_KEY).isNotNull() & F.col(f"{KEY_PARSED}.{ERROR}").isNull()
+        key_json = F.when(ok, F.to_json(F.struct(*[F.col(f"{KEY_PARSED}.`{n}`").alias(n) for n in declared]), JSON_OPTIONS))
+        columns = [c for c in parsed.columns if c not in ("_key", ERROR)]
+        return with_key.select(key_json.alias("_key"), *[F.col(f"`{c}`") for c in columns if c.startswith("_")], *fields,
+                               *[F.col(f"`{c}`") for c in columns if not c.startswith("_")],
+                               F.coalesce(F.col(ERROR), F.when(~ok, problem)).alias(ERROR))
+    return read
 
 
 # Key formats of sources and tables (spec `keyFormat`), one row per KEY_FORMATS entry: None keeps the key
 # as text in _key (metadata), a function reads the key after the value (parse).
 KEY_READERS: dict[str, Callable[[DataFrame, Source | Table, dict[str, str]], DataFrame] | None] = {
     "string": None,
-    "avro": _read_avro_key,
+    "avro": _key_reader(_avro_column),
+    "protobuf": _key_reader(_protobuf_column),
 }
 
 
