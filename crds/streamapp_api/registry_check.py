@@ -2,18 +2,21 @@
 subjects' latest schemas, as the runtime checks them when it starts (``streamapp validate``).
 
 Only ``streamapp validate`` calls this: the operator's admission never calls out to a URL an app's author
-wrote. Findings name the field: a declared column the schema lacks is an error (the driver would refuse
-to start); a subject the registry does not have yet, a column of another type (read with a cast) and a
-registry that cannot be reached from here are warnings.
+wrote. Findings name the field: a declared column the schema lacks, or of a type its field does not fit
+(Protobuf), is an error (the driver would refuse to start); a subject the registry does not have yet, an
+Avro column of another type (read with a cast) and a registry that cannot be reached from here are
+warnings. Of a schema with several messages, the declared columns must fit one.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .errors import Issue
-from .schema_registry import COLUMNS_OF, Registry, RegistryError, schema_type, topic_subject
-from .sources import Source, Table
+from .registry_columns import COLUMNS_OF, RegisteredColumns
+from .schema_registry import Registry, RegistryError, schema_type, topic_subject
+from .sources import Source, Table, canonical_spark_type
 from .spec import StreamApp
 
 REGISTRY_FIELD = "spec.kafka.schemaRegistry.url"
@@ -45,8 +48,12 @@ class _Read:
 
     @property
     def registry_type(self) -> str | None:
-        kind = self.item.value_format if self.part == "value" else self.item.key_format_kind
-        return kind.registry_type
+        """The registry's schema type this part is read as; None when it is not read through the registry
+        (a format of no registry, or one whose own settings describe the records)."""
+        if self.part == "key":
+            return self.item.key_format_kind.registry_type
+        kind = self.item.value_format
+        return kind.registry_type if kind.reads_registry(self.item) else None
 
     @property
     def declared(self) -> dict[str, str]:
@@ -95,32 +102,45 @@ def registry_issues(app: StreamApp, access: RegistryAccess) -> list[Issue]:
                 issues.append(Issue(where, f"subject {subject!r} holds a {found} schema; this {format_field} "
                                            f"reads {read.registry_type} schemas"))
                 continue
+            version = f"{subject} version {answer.get('version')}"
             try:
-                columns = COLUMNS_OF[found](answer, subject)
-            except (ValueError, KeyError, TypeError) as exc:
-                issues.append(Issue(where, f"subject {subject!r} version {answer.get('version')}: {exc}"))
+                registered = COLUMNS_OF[found](registry, answer, subject)
+            except ImportError as exc:  # the protobuf package: the API's own dependencies do not include it
+                issues.append(Issue(where, f"{found} columns were not checked against {version}: {exc} (install "
+                                           "the protobuf package where validate runs)", "warning"))
                 continue
-            issues += _column_issues(f"{read.path}.{schema_field}", read.declared, columns,
-                                     f"{subject} version {answer.get('version')}")
+            except (ValueError, KeyError, TypeError, RegistryError) as exc:
+                issues.append(Issue(where, f"{version}: {exc}"))
+                continue
+            issues += fitting_issues(f"{read.path}.{schema_field}", read.declared, registered, version)
     return issues
 
 
-def _column_issues(path: str, declared: dict[str, str], columns: dict[str, str], what: str) -> list[Issue]:
-    """Pure: each declared column against the registry's fields (name -> Spark SQL type)."""
+def fitting_issues(path: str, declared: dict[str, str], registered: list[RegisteredColumns], what: str) -> list[Issue]:
+    """Pure: the declared columns against the record type they fit best (the wire format says which a
+    record is, and the runtime needs them to fit one): those of the first with the fewest errors."""
+    if not registered:
+        return [Issue(path, f"{what} has no message or record to read columns from")]
+    several = len(registered) > 1
+    found = [_column_issues(path, declared, r.columns, f"{what} {r.name}" if several else what, r.type_problem)
+             for r in registered]
+    return min(found, key=lambda issues: sum(i.severity == "error" for i in issues))
+
+
+def _column_issues(path: str, declared: dict[str, str], columns: dict[str, str], what: str,
+                   type_problem: Callable[[str, str], str | None] | None = None) -> list[Issue]:
+    """Pure: each declared column against the registry's fields (name -> Spark SQL type); ``type_problem``
+    (RegisteredColumns') says which types do not fit, else any type is read with a cast."""
     issues = []
     for name, type_text in declared.items():
         if name not in columns:
             issues.append(Issue(f"{path}[{name}]", f"not a field of {what} (its fields: {', '.join(columns)})"))
-        elif _canonical(type_text) != _canonical(columns[name]):
+        elif type_problem is not None:
+            problem = type_problem(name, type_text)
+            if problem is not None:
+                issues.append(Issue(f"{path}[{name}]", f"declared {type_text}; {what} has {columns[name]}: {problem}, "
+                                                       "so the app would not start"))
+        elif canonical_spark_type(type_text) != canonical_spark_type(columns[name]):
             issues.append(Issue(f"{path}[{name}]", f"declared {type_text}; {what} has {columns[name]}: each value is "
                                                    "cast, and one that does not cast is null", "warning"))
     return issues
-
-
-# Spark SQL's other names of one type, as the spec may write them.
-_SAME_TYPE = {"long": "bigint", "integer": "int", "short": "smallint", "byte": "tinyint", "real": "float"}
-
-
-def _canonical(type_text: str) -> str:
-    text = "".join(type_text.lower().split()).replace("`", "")
-    return _SAME_TYPE.get(text, text)

@@ -1,8 +1,9 @@
 """A schema registry of the Confluent REST API as the runtime and ``streamapp validate`` read it: the
 client (GET only), subject naming, and the columns a registered schema gives, per schema type.
 
-No pyspark here: the runtime decodes records (streamapp_runtime/compile/avro_values.py); this module
-says what a schema is, so the runtime at start and ``validate`` before an apply check a spec the same way.
+No pyspark here: the runtime decodes records (streamapp_runtime/compile/avro_values.py,
+protobuf_values.py); this module, protobuf_schemas.py and registry_columns.py say what a schema is, so
+the runtime at start and ``validate`` before an apply check a spec the same way.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from base64 import b64encode
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,12 +103,3 @@ def avro_columns(schema: Any, subject: str) -> dict[str, str]:
     if not isinstance(schema, dict) or schema.get("type") != "record":
         raise ValueError(f"subject {subject!r}: the value schema is not an Avro record")
     return {f["name"]: spark_type(f["type"]) for f in schema["fields"]}
-
-
-def _avro_answer_columns(answer: dict[str, Any], subject: str) -> dict[str, str]:
-    return avro_columns(json.loads(answer["schema"]), subject)
-
-
-# The columns of a registered schema, by the registry's schema type (an answer of /versions/latest or
-# /schemas/ids/{id}, and its subject): what a format's reader schema gives (VALUE_FORMATS' registry_type).
-COLUMNS_OF: dict[str, Callable[[dict[str, Any], str], dict[str, str]]] = {"AVRO": _avro_answer_columns}

@@ -70,6 +70,16 @@ def _schema_field(description: str, alias: str = "schema") -> Any:
     )
 
 
+# Spark SQL's other names of one type, as a spec may write them.
+_SAME_TYPE = {"long": "bigint", "integer": "int", "short": "smallint", "byte": "tinyint", "real": "float"}
+
+
+def canonical_spark_type(type_text: str) -> str:
+    """One name per Spark SQL type ('long' and 'BIGINT' are 'bigint'), spaces and backticks dropped. Pure."""
+    text = "".join(type_text.lower().split()).replace("`", "")
+    return _SAME_TYPE.get(text, text)
+
+
 class SparkTypeError(ValueError):
     pass
 
@@ -204,8 +214,8 @@ class ValueFormatKind:
     columns: dict[str, str] = field(default_factory=dict)
     # Records name their schema by an id the app's schema registry (spec.kafka.schemaRegistry) knows.
     needs_registry: bool = False
-    # The registry's type of the schemas this format reads ("AVRO"): the reader schema's columns come from
-    # schema_registry.COLUMNS_OF by it. None: the format reads no registry.
+    # The registry's type of the schemas this format reads ("AVRO"): the columns a registered schema gives
+    # come from registry_columns.COLUMNS_OF by it (when reads_registry). None: the format reads no registry.
     registry_type: str | None = None
     # The source's or table's field of this format's own settings (its name in the spec), valid with
     # this format only; set, it describes the records itself and no registry is needed.
@@ -244,7 +254,7 @@ VALUE_FORMATS: dict[str, ValueFormatKind] = {
     # The schema names the fields read of each record's message: the one its wire format names in the
     # registry's schema, or, with `protobuf`, the one message of a descriptor set (plain payloads).
     "protobuf": ValueFormatKind(needs_schema=True, can_be_malformed=True, needs_registry=True,
-                                options_field="protobuf"),
+                                registry_type="PROTOBUF", options_field="protobuf"),
     "string": ValueFormatKind(needs_schema=False, can_be_malformed=False, columns={"value": "string"}),
 }
 

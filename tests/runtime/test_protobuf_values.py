@@ -62,15 +62,16 @@ def test_each_record_is_read_with_its_writer_schema_and_the_unreadable_ones_say_
         kafka, schema_registry, spark, names):
     from pyspark.sql import functions as F
 
+    from streamapp_api.protobuf_schemas import top_level_messages
     from streamapp_runtime.compile.avro_values import Registry
-    from streamapp_runtime.compile.protobuf_values import RegistryMessages, latest_messages, protobuf_values
+    from streamapp_runtime.compile.protobuf_values import RegistryMessages, protobuf_values
 
     topic = names("clicks")
     create_topic(kafka.bootstrap, topic, partitions=1)
     v1_class, v1 = _writer(schema_registry, CLICK, topic)
     produce(kafka.bootstrap, topic, [(None, v1(_click(v1_class, "a", 1, 0)))])
     registry = Registry(schema_registry.url)
-    assert [m.full_name for m in latest_messages(registry, f"{topic}-value")] == ["shop.v1.Page", "shop.v1.Click"]
+    assert [m.full_name for m in top_level_messages(registry, f"{topic}-value")] == ["shop.v1.Page", "shop.v1.Click"]
 
     v2_class, v2 = _writer(schema_registry, CLICK_V2, topic)  # registered now, after the start
     wrong_class, wrong = _writer(schema_registry, CLICK_N_AS_TEXT, names("elsewhere"))

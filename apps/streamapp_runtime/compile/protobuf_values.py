@@ -5,8 +5,8 @@ The wire format: a zero byte, the writer schema's id (4 bytes, big-endian), the 
 (which message of the schema: a zigzag varint count, then that many zigzag varint indexes, the first
 into the schema's top-level messages, each next into the nested messages of the one before; a lone
 zero byte stands for [0], the first message), then the protobuf payload. The writer schema is fetched
-by id as a serialized FileDescriptorProto (``?format=serialized``: the registry compiles the .proto
-text, so no .proto parser is needed here; schemas it references are fetched the same way), cached for
+by id as a serialized FileDescriptorProto (streamapp_api.protobuf_schemas: the registry compiles the
+.proto text, so no .proto parser is needed; schemas it references are fetched the same way), cached for
 the life of the process, and the payload parsed with the message class the ``protobuf`` package builds
 from it. So a writer schema registered mid-stream is read without a restart.
 
@@ -26,8 +26,6 @@ read (int32 into bigint or double, float into double).
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -36,14 +34,9 @@ from typing import Any
 # At module level: pandas_udf reads the decoder's type hints (pd.Series -> pd.DataFrame) in this
 # module's globals.
 import pandas as pd
-from google.protobuf.descriptor import FieldDescriptor
 from pyspark.sql.types import (
     ArrayType,
-    BinaryType,
-    BooleanType,
     DataType,
-    DoubleType,
-    FloatType,
     IntegerType,
     LongType,
     MapType,
@@ -53,20 +46,15 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from streamapp_api.schema_registry import Registry, RegistryError
+from streamapp_api.protobuf_schemas import (COLUMN_TYPES_OF, TIMESTAMP_MESSAGE, WELL_KNOWN_FILES, WRAPPERS,
+                                             UnusableSchema, new_pool, registered_file, type_name)
+from streamapp_api.schema_registry import Registry
 
 from streamapp_runtime.compile.avro_values import HEADER, MAGIC
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _LONG_MAX = 2**63 - 1
-# Protobuf's integer kinds by the column types that hold every value of theirs.
-_INT32 = ("int32", "sint32", "sfixed32")
-_UINT32 = ("uint32", "fixed32")
-_INT64 = ("int64", "sint64", "sfixed64")
-_UINT64 = ("uint64", "fixed64")
-_WRAPPERS = {f"google.protobuf.{name}Value" for name in
-             ("Double", "Float", "Int64", "UInt64", "Int32", "UInt32", "Bool", "String", "Bytes")}
-TIMESTAMP_MESSAGE = "google.protobuf.Timestamp"
+_UINT64 = ("uint64", "fixed64")  # read into bigint with a range check
 
 
 class UnreadableRecord(ValueError):
@@ -130,19 +118,6 @@ def message_name(file: Any, indexes: list[int]) -> str:
 # --- reading a message's fields into columns ----------------------------------------------------
 
 
-def _type_name(fd: Any) -> str:
-    if fd.type == fd.TYPE_MESSAGE:
-        return fd.message_type.full_name
-    if fd.type == fd.TYPE_ENUM:
-        return f"enum {fd.enum_type.full_name}"
-    return _SCALAR_NAMES[fd.type]
-
-
-_SCALAR_NAMES = {getattr(FieldDescriptor, f"TYPE_{name.upper()}"): name for name in (
-    "double", "float", "int64", "uint64", "int32", "fixed64", "fixed32", "bool", "string", "bytes", "uint32",
-    "sfixed32", "sfixed64", "sint32", "sint64", "group")}
-
-
 def _long(value: int) -> int:
     if value > _LONG_MAX:
         raise UnreadableRecord(f"{value} is out of the range of bigint")
@@ -163,11 +138,11 @@ def _identity(value: Any) -> Any:
 def value_reader(fd: Any, column: DataType) -> Callable[[Any], Any]:
     """How one (non-repeated) value of field ``fd`` becomes a value of a ``column`` column; raises
     TypeError when the types do not fit. Pure."""
-    kind = _type_name(fd)
+    kind = type_name(fd)
     if fd.type == fd.TYPE_MESSAGE:
         if kind == TIMESTAMP_MESSAGE and isinstance(column, (TimestampType, TimestampNTZType)):
             return _timestamp(aware=isinstance(column, TimestampType))
-        if kind in _WRAPPERS:
+        if kind in WRAPPERS:
             inner = value_reader(fd.message_type.fields_by_name["value"], column)
             return lambda wrapper: inner(wrapper.value)
         if isinstance(column, StructType):
@@ -186,15 +161,8 @@ def value_reader(fd: Any, column: DataType) -> Callable[[Any], Any]:
 
 
 def _fits(kind: str, column: DataType) -> bool:
-    if isinstance(column, IntegerType):
-        return kind in _INT32
-    if isinstance(column, LongType):
-        return kind in (*_INT32, *_UINT32, *_INT64)
-    if isinstance(column, DoubleType):
-        return kind in ("double", "float", *_INT32, *_UINT32)
-    if isinstance(column, FloatType):
-        return kind == "float"
-    return {BooleanType: "bool", StringType: "string", BinaryType: "bytes"}.get(type(column)) == kind
+    # simpleString: the Spark SQL name of the type (bigint, int, double ...), as COLUMN_TYPES_OF lists them
+    return column.simpleString() in COLUMN_TYPES_OF.get(kind, ())
 
 
 def field_reader(fd: Any, column: DataType) -> Callable[[Any], Any]:
@@ -209,7 +177,7 @@ def field_reader(fd: Any, column: DataType) -> Callable[[Any], Any]:
         return lambda message: {key(k): value(v) for k, v in getattr(message, name).items()}
     if fd.is_repeated:
         if not isinstance(column, ArrayType):
-            raise TypeError(f"a repeated {_type_name(fd)} does not fit a {column.simpleString()} column")
+            raise TypeError(f"a repeated {type_name(fd)} does not fit a {column.simpleString()} column")
         element = value_reader(fd, column.elementType)
         return lambda message: [element(v) for v in getattr(message, name)]
     one = value_reader(fd, column)
@@ -260,24 +228,6 @@ def missing_fields(descriptor: Any, columns: StructType) -> list[str]:
 # --- where each record's message type comes from ------------------------------------------------
 
 
-_WELL_KNOWN = ("descriptor", "any", "duration", "empty", "field_mask", "source_context", "struct", "timestamp",
-               "type", "api", "wrappers")  # dependencies first
-WELL_KNOWN_FILES = {f"google/protobuf/{name}.proto" for name in _WELL_KNOWN}
-
-
-def new_pool() -> Any:
-    """A descriptor pool holding protobuf's well-known types, which schemas import without a
-    reference (google/protobuf/timestamp.proto ...)."""
-    import importlib
-
-    from google.protobuf import descriptor_pool
-
-    pool = descriptor_pool.DescriptorPool()
-    for name in _WELL_KNOWN:
-        pool.AddSerializedFile(importlib.import_module(f"google.protobuf.{name}_pb2").DESCRIPTOR.serialized_pb)
-    return pool
-
-
 @dataclass(frozen=True)
 class Message:
     """A message type that records are read as, and where the payload starts in the record."""
@@ -306,61 +256,11 @@ class RegistryMessages:
     def forget_unknown(self) -> None:
         self._unknown.clear()
 
-    def _serialized(self, path: str) -> dict | None:
-        answer = self.registry.get(path + "?format=serialized")
-        if answer is not None and answer.get("schemaType") != "PROTOBUF":
-            return None  # an Avro or JSON schema: no writer of a Protobuf message
-        return answer
-
-    def _file(self, answer: dict, name: str, path: str) -> Any:
-        from google.protobuf import descriptor_pb2
-
-        try:
-            file = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(answer["schema"], validate=True))
-        except (binascii.Error, ValueError) as exc:
-            # .proto text: a registry that does not serve ?format=serialized. Every record would fail
-            # alike, so the batch fails and says so rather than dead-lettering the topic.
-            raise RegistryError(f"schema registry {self.registry.url}: GET {path}?format=serialized did not answer a "
-                                f"serialized FileDescriptorProto ({exc}): the registry must serve Protobuf schemas "
-                                "in that form, as Confluent Schema Registry does") from exc
-        file.name = name
-        return file
-
-    def _add_with_references(self, pool: Any, answer: dict, seen: set[str]) -> None:
-        import urllib.parse
-
-        for ref in answer.get("references") or []:
-            if ref["name"] in seen:
-                continue
-            seen.add(ref["name"])
-            path = f"/subjects/{urllib.parse.quote(ref['subject'], safe='')}/versions/{ref['version']}"
-            referenced = self._serialized(path)
-            if referenced is None:
-                raise UnreadableRecord(f"its reference {ref['name']!r} ({ref['subject']} version {ref['version']}) "
-                                       "is not a Protobuf schema of the registry")
-            self._add_with_references(pool, referenced, seen)
-            pool.Add(self._file(referenced, ref["name"], path))
-
-    def built(self, path: str, name: str) -> tuple[Any, Any] | None:
-        """The pool and FileDescriptorProto of the Protobuf schema at ``path`` (an id's, a subject
-        version's) with the schemas it references; None when the registry has no such Protobuf schema."""
-        answer = self._serialized(path)
-        if answer is None:
-            return None
-        pool = new_pool()
-        try:
-            self._add_with_references(pool, answer, set())
-            file = self._file(answer, name, path)
-            pool.Add(file)
-        except (TypeError, KeyError) as exc:  # the pool refuses it: an import nobody resolves, say
-            raise UnreadableRecord(f"the schema cannot be built: {exc}") from exc
-        return pool, file
-
     def _schema(self, schema_id: int) -> tuple[Any, Any] | None:
         if schema_id not in self._schemas and schema_id not in self._unknown:
             try:
-                built = self.built(f"/schemas/ids/{schema_id}", f"streamapp-writer-{schema_id}.proto")
-            except UnreadableRecord as exc:
+                built = registered_file(self.registry, f"/schemas/ids/{schema_id}", f"streamapp-writer-{schema_id}.proto")
+            except UnusableSchema as exc:
                 built = f"writer schema id {schema_id}: {exc}"
             if built is None:
                 self._unknown.add(schema_id)
@@ -556,23 +456,6 @@ def check_columns(descriptor: Any, columns: StructType, where: str) -> None:
         struct_reader(descriptor, columns)
     except TypeError as exc:
         raise ValueError(f"{where}: {exc}") from None
-
-
-def latest_messages(registry: Registry, subject: str) -> list[Any]:
-    """The top-level message types of ``subject``'s latest version (the app's start checks its columns
-    against them). RegistryError when the registry has no such Protobuf subject."""
-    import urllib.parse
-
-    try:
-        built = RegistryMessages(registry).built(f"/subjects/{urllib.parse.quote(subject, safe='')}/versions/latest",
-                                                 "streamapp-latest.proto")
-    except UnreadableRecord as exc:
-        raise RegistryError(f"schema registry {registry.url}: subject {subject!r}: {exc}") from None
-    if built is None:
-        raise RegistryError(f"schema registry {registry.url} has no Protobuf subject {subject!r}: register the "
-                            "value schema (a producer's serializer does on its first record)")
-    pool, file = built
-    return [pool.FindMessageTypeByName(message_name(file, [k])) for k in range(len(file.message_type))]
 
 
 def read_descriptor_set(config_map: str, key: str) -> bytes:

@@ -17,13 +17,14 @@ from pyspark.sql import functions as F
 
 from streamapp_api import Source, Table
 from streamapp_api.durations import spark_interval
+from streamapp_api.protobuf_schemas import top_level_messages
 from streamapp_api.schema_registry import Registry, topic_subject
 
 from streamapp_runtime import spark_compat
 from streamapp_runtime.compile.avro_values import ReaderSchema, avro_values
 from streamapp_runtime.compile.frame import Frame
 from streamapp_runtime.compile.protobuf_values import (DescriptorSetMessages, RegistryMessages, check_columns,
-                                                       latest_messages, protobuf_values, read_descriptor_set)
+                                                       protobuf_values, read_descriptor_set)
 from streamapp_runtime.plan import REGISTRY_URL_OPTION, REGISTRY_USER_INFO_OPTION, spark_kafka_options
 
 log = logging.getLogger("streamapp.runtime")
@@ -267,7 +268,7 @@ def _protobuf_column(item: Source | Table, column: str, topic_column: str, part:
     columns = _struct_of(declared)
     for topic in item.topic_list if isinstance(item, Source) else [item.topic]:
         name = subject or topic_subject(topic, part)
-        _check_any_message(latest_messages(registry, name), columns, f"{item.name}.{field_name}: subject {name}")
+        _check_any_message(top_level_messages(registry, name), columns, f"{item.name}.{field_name}: subject {name}")
     return protobuf_values(F.col(column), RegistryMessages(registry), columns, ERROR)
 
 

@@ -7,8 +7,10 @@ import io
 from datetime import datetime, timezone
 
 import pytest
-from pyspark.sql.types import (ArrayType, BinaryType, DoubleType, IntegerType, LongType, MapType, StringType, StructField,
-                               StructType, TimestampNTZType, TimestampType)
+from pyspark.sql.types import (ArrayType, BinaryType, BooleanType, DoubleType, FloatType, IntegerType, LongType, MapType,
+                               StringType, StructField, StructType, TimestampNTZType, TimestampType)
+
+from streamapp_api.protobuf_schemas import field_problem
 
 from streamapp_runtime.compile.protobuf_values import (DescriptorSetMessages, ProtobufDecoder, UnreadableRecord,
                                                        message_indexes, message_name, missing_fields, struct_reader,
@@ -162,3 +164,25 @@ def test_a_descriptor_set_travels_without_its_descriptors():
     messages.descriptor()
     copy = pickle.loads(pickle.dumps(messages))
     assert copy.descriptor().full_name == "shop.v1.Order"
+
+
+SIMPLE_TYPES = [IntegerType(), LongType(), DoubleType(), FloatType(), StringType(), BooleanType(), BinaryType(),
+                TimestampType(), TimestampNTZType()]
+
+
+@pytest.mark.parametrize("field", [f.name for f in CLASSES["Order"].DESCRIPTOR.fields])
+def test_the_start_refuses_the_column_types_validate_refuses(field):
+    """streamapp validate (streamapp_api.protobuf_schemas, no Spark) and the runtime agree on which
+    column types fit each field."""
+    from streamapp_runtime.compile.protobuf_values import check_columns
+
+    order = CLASSES["Order"].DESCRIPTOR
+    fd = order.fields_by_name[field]
+    for column in [*SIMPLE_TYPES, ArrayType(StringType()), ArrayType(LongType()), MapType(StringType(), LongType()),
+                   _struct(sku=StringType()), _struct(sku=StringType(), n=IntegerType())]:
+        try:
+            check_columns(order, _struct(**{field: column}), "Order")
+            runtime = None
+        except ValueError as exc:
+            runtime = str(exc)
+        assert (field_problem(fd, column.simpleString()) is None) == (runtime is None), (column.simpleString(), runtime)
