@@ -50,3 +50,23 @@ def test_an_app_without_registry_formats_asks_nothing():
         "streams": [{"name": "s", "from": "lines", "steps": [{"filter": "value <> ''"}]}],
         "sinks": [{"from": "s", "kafka": {"topic": "out"}}]}})
     assert registry_issues(app, RegistryAccess(timeout=0.01)) == []
+
+
+def test_without_the_protobuf_package_protobuf_columns_are_a_warning_not_checked(monkeypatch):
+    """The API's own dependencies do not include protobuf: validate says it did not check, and goes on."""
+    from streamapp_api import registry_check
+
+    def no_protobuf(registry, answer, subject):
+        raise ImportError("No module named 'google'")
+
+    monkeypatch.setattr(registry_check.Registry, "latest",
+                        lambda self, subject, timeout: {"schemaType": "PROTOBUF", "version": 3, "schema": "..."})
+    monkeypatch.setitem(registry_check.COLUMNS_OF, "PROTOBUF", no_protobuf)
+    app = load({"apiVersion": "streamapp.io/v1alpha1", "kind": "StreamApp", "metadata": {"name": "a"}, "spec": {
+        "kafka": {"bootstrapServers": "kafka:9092", "schemaRegistry": {"url": "http://192.0.2.1:8081"}},
+        "sources": [{"name": "clicks", "topic": "clicks", "format": "protobuf", "schema": {"user": "string"}}],
+        "streams": [{"name": "s", "from": "clicks", "steps": [{"filter": "user <> ''"}]}],
+        "sinks": [{"from": "s", "kafka": {"topic": "out"}}]}})
+    issues = registry_issues(app, RegistryAccess(timeout=0.01))
+    assert [(i.severity, i.path) for i in issues] == [("warning", "spec.sources[0]")]
+    assert issues[0].message.startswith("PROTOBUF columns were not checked against clicks-value version 3")
