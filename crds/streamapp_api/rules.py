@@ -22,7 +22,7 @@ from .durations import parse_duration
 from .errors import Issue
 from .expressions import sql_problems
 from .pods import placement_issues
-from .sinks import ONE_TARGET_MESSAGE
+from .sinks import ONE_TARGET_MESSAGE, SINK_FORMAT_NEEDS_A_REGISTRY
 from .sources import (
     KAFKA_OPTION_HINTS, KEY_COLUMN_TAKEN, KEY_SCHEMA_NEEDED, KEY_SCHEMA_UNUSED, KEY_SUBJECT_UNUSED, METADATA_COLUMNS,
     SCHEMA_TYPE_HELP, SPARK_MANAGED_KAFKA_OPTIONS, SUBJECT_NEEDS_A_REGISTRY_FORMAT, VALUE_FORMATS, Source, SparkTypeError,
@@ -239,6 +239,10 @@ def check_settings(app: StreamApp) -> Iterator[Issue]:
                 elif item.key_format_kind.registry_type is not None:
                     yield Issue(f"spec.{kind}[{i}].keyFormat", f"keyFormat {item.key_format} reads each key's "
                                 "schema from a registry: set spec.kafka.schemaRegistry")
+        for i, sink in enumerate(spec.sinks):  # the twin of sinks.py's SINKS_NEED_A_REGISTRY
+            for kind, target in sink.targets():
+                if target.needs_registry():
+                    yield Issue(f"spec.sinks[{i}].{kind}.format", SINK_FORMAT_NEEDS_A_REGISTRY)
     for key in spec.kafka.options or {}:
         if key in SPARK_MANAGED_KAFKA_OPTIONS or key.startswith("kafka."):
             hint = KAFKA_OPTION_HINTS.get(key, "options are plain Kafka client settings without the 'kafka.' prefix")

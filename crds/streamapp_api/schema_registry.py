@@ -1,5 +1,5 @@
 """A schema registry of the Confluent REST API as the runtime and ``streamapp validate`` read it: the
-client (GET only), subject naming, and the columns a registered schema gives, per schema type.
+client (GET; POST for the Kafka sink's registration), subject naming, and the columns a registered schema gives, per schema type.
 
 No pyspark here: the runtime decodes records (streamapp_runtime/compile/avro_values.py,
 protobuf_values.py); this module, protobuf_schemas.py and registry_columns.py say what a schema is, so
@@ -35,12 +35,35 @@ class Registry:
     url: str
     user_info: str | None = None
 
-    def get(self, path: str, timeout: float = 10) -> dict[str, Any] | None:
-        """The JSON answer of GET ``path``; None for 404 (no such subject, version or id)."""
+    def _request(self, path: str, body: dict[str, Any] | None = None) -> urllib.request.Request:
         request = urllib.request.Request(self.url.rstrip("/") + path,
                                          headers={"Accept": "application/vnd.schemaregistry.v1+json"})
+        if body is not None:
+            request.data = json.dumps(body).encode()
+            request.add_header("Content-Type", "application/vnd.schemaregistry.v1+json")
         if self.user_info:
             request.add_header("Authorization", "Basic " + b64encode(self.user_info.encode()).decode())
+        return request
+
+    def post(self, path: str, body: dict[str, Any], timeout: float = 10) -> tuple[int, dict[str, Any]]:
+        """(HTTP status, JSON answer) of POST ``path``: the caller reads a refusal's error_code and message.
+        RegistryError when the registry does not answer at all."""
+        try:
+            with urllib.request.urlopen(self._request(path, body), timeout=timeout) as response:
+                answer = json.load(response)
+                return response.status, answer if isinstance(answer, dict) else {}
+        except urllib.error.HTTPError as exc:
+            try:
+                answer = json.loads(exc.read() or b"{}")
+            except ValueError:
+                answer = {}
+            return exc.code, answer if isinstance(answer, dict) else {}
+        except OSError as exc:
+            raise RegistryError(f"schema registry {self.url}: POST {path}: {exc}") from exc
+
+    def get(self, path: str, timeout: float = 10) -> dict[str, Any] | None:
+        """The JSON answer of GET ``path``; None for 404 (no such subject, version or id)."""
+        request = self._request(path)
         try:
             with urllib.request.urlopen(request, timeout=timeout) as response:
                 answer = json.load(response)

@@ -107,9 +107,49 @@ class SinkTarget(ApiModel):
         """The path of the table written (s3a://, or relative to the app's storage), for a kind writing files."""
         return None
 
+    def needs_registry(self) -> bool:
+        """Whether the sink reaches spec.kafka.schemaRegistry (a value format of the Confluent wire format)."""
+        return False
+
+
+@dataclass(frozen=True)
+class SinkValueFormatKind:
+    """What a Kafka sink's value format declares; the checks and the runtime ask this, never its name.
+
+    A new format: a row in SINK_VALUE_FORMATS and SinkValueFormat here, and an encoder in the runtime's
+    ``sinks/kafka_values.ENCODERS`` (DEVELOPMENT.md, "Adding things")."""
+
+    # The value's schema is registered in (or looked up from) spec.kafka.schemaRegistry under a subject,
+    # and every value carries its id (the Confluent wire format).
+    needs_registry: bool = False
+
+
+# How a Kafka sink writes record values. Kept apart from the sources' VALUE_FORMATS: a format may be
+# read and not written, or the other way round.
+SinkValueFormat = Literal["json", "avro"]
+SINK_VALUE_FORMATS: dict[str, SinkValueFormatKind] = {
+    "json": SinkValueFormatKind(),
+    "avro": SinkValueFormatKind(needs_registry=True),
+}
+SINK_REGISTRY_FORMATS = [name for name, kind in SINK_VALUE_FORMATS.items() if kind.needs_registry]
+_SINK_REGISTRY_LIST = "[" + ", ".join(f"'{name}'" for name in SINK_REGISTRY_FORMATS) + "]"
+SINK_SUBJECT_RULE_MESSAGE = (f"subject names the registry subject of formats {', '.join(SINK_REGISTRY_FORMATS)}; "
+                             "remove it, or set one of those formats")
+SINK_FORMAT_NEEDS_A_REGISTRY = (f"a Kafka sink of format {' or '.join(SINK_REGISTRY_FORMATS)} registers its value "
+                                "schema in a schema registry: set spec.kafka.schemaRegistry")
+# On the spec (StreamAppSpec), where spec.kafka is in sight; rules.check_settings is its Python twin.
+SINKS_NEED_A_REGISTRY = cel(
+    f"has(self.kafka.schemaRegistry) || self.sinks.all(s, !has(s.kafka) || !has(s.kafka.format) || "
+    f"!(s.kafka.format in {_SINK_REGISTRY_LIST}))",
+    SINK_FORMAT_NEEDS_A_REGISTRY, field_path=".sinks")
+
 
 class KafkaSink(SinkTarget):
-    """Write each row as a JSON object (column name -> value, timestamps ISO-8601 UTC) to a topic."""
+    """Write each row to a topic: a JSON object of its value columns, or an Avro record (format)."""
+
+    model_config = api_config(cel(
+        f"!has(self.subject) || (has(self.format) && self.format in {_SINK_REGISTRY_LIST})",
+        SINK_SUBJECT_RULE_MESSAGE, field_path=".subject"))
 
     topic: Topic = Field(description="The Kafka topic to write to.")
     key: Column | None = Field(
@@ -118,12 +158,47 @@ class KafkaSink(SinkTarget):
         "stream has one, else no key.",
     )
     delivery: Delivery = Field(default="at-least-once", description=DELIVERY_DESCRIPTION)
+    format: SinkValueFormat = Field(
+        default="json",
+        description="How values are written: 'json', a JSON object of the value columns (timestamps ISO-8601 "
+        "UTC); 'avro', an Avro record of the value columns in the Confluent wire format (a zero byte, the "
+        "schema id, the record), its schema derived from the stream's columns and registered under subject "
+        "in spec.kafka.schemaRegistry when the app starts.",
+    )
+    subject: str | None = Field(
+        default=None, min_length=1, max_length=255,
+        description="For format avro: the registry subject of the value schema. Default '<topic>-value' "
+        "(TopicNameStrategy, the serializers' default).",
+    )
+    register_schema: bool = Field(
+        default=True,
+        description="For format avro: register the value schema under subject when the app starts (the "
+        "registry gives the id of an equal schema already there, and refuses one its compatibility rules "
+        "do not allow). false: only look it up; the app does not start unless the subject holds exactly "
+        "that schema (as the serializers' auto.register.schemas=false).",
+    )
 
     def target_name(self) -> str:
         return self.topic
 
     def topic_written(self) -> str | None:
         return self.topic
+
+    @property
+    def value_format(self) -> SinkValueFormatKind:
+        return SINK_VALUE_FORMATS[self.format]
+
+    def value_subject(self) -> str:
+        """The registry subject of the value schema (formats that need a registry)."""
+        return self.subject or f"{self.topic}-value"
+
+    def needs_registry(self) -> bool:
+        return self.value_format.needs_registry
+
+    def rule_findings(self) -> list[SinkFinding]:
+        if self.subject is not None and not self.value_format.needs_registry:
+            return [SinkFinding(".subject", SINK_SUBJECT_RULE_MESSAGE)]
+        return []
 
     def stream_findings(self, columns: Collection[str], group_columns: Collection[str] | None,
                         missing: Callable[[str], str]) -> list[SinkFinding]:

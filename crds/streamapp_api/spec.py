@@ -12,7 +12,7 @@ from .changes import IGNORE, RESCALE, RESTART, ByField, ByItem, BySteps, ChangeC
 from .checkpoint import Checkpoint
 from .durations import REALTIME, Duration, SparkMemory, Trigger, cel_millis
 from .pods import PodPlacement
-from .sinks import DELIVERY_DESCRIPTION, Delivery, Sink
+from .sinks import DELIVERY_DESCRIPTION, SINKS_NEED_A_REGISTRY, Delivery, Sink
 from .sources import KEY_FORMATS, VALUE_FORMATS, Kafka, Source, Table, reads_registry_cel
 from .status import StreamAppStatus
 from .steps import MAX_STEPS, Step
@@ -380,7 +380,7 @@ class StreamAppSpec(ApiModel):
     """The desired pipeline: Kafka sources and tables, derived streams, and sinks."""
 
     model_config = api_config(_EXECUTORS_IN_BOUNDS, _EXECUTORS_ONLY_IN_MANUAL_MODE, _MANUAL_MODE_NEEDS_EXECUTORS,
-                              _FORMATS_NEED_A_REGISTRY)
+                              _FORMATS_NEED_A_REGISTRY, SINKS_NEED_A_REGISTRY)
 
     image: Annotated[str | None, RESTART] = Field(
         default=None,

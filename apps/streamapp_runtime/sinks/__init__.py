@@ -16,13 +16,16 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter
 
 from streamapp_api import StreamApp
+from streamapp_api.schema_registry import Registry
 from streamapp_api.sinks import Sink
 
 from streamapp_runtime.compile.compiler import Compiler
 from streamapp_runtime.compile.dlq import dead_letters
 from streamapp_runtime.compile.frame import INTERNAL_PREFIX
 from streamapp_runtime.connections import admin_config, postgres_uri
-from streamapp_runtime.plan import QueryPlan, reader_options, spark_kafka_options
+from streamapp_runtime.plan import REGISTRY_URL_OPTION, REGISTRY_USER_INFO_OPTION, QueryPlan, reader_options, spark_kafka_options
+from streamapp_runtime.sinks.avro_encoding import SchemaTarget
+from streamapp_runtime.sinks.kafka_values import ValueTarget
 from streamapp_runtime.sinks import kafka as kafka_sink
 from streamapp_runtime.sinks import kafka_transactions as kafka_eos
 from streamapp_runtime.sinks import postgres as pg_sink
@@ -91,8 +94,8 @@ def _console_writer(ctx: QueryContext, qp: QueryPlan, df: DataFrame) -> DataStre
 
 
 def _kafka_frame(ctx: QueryContext, qp: QueryPlan) -> DataFrame:
-    df = _stream(ctx, qp)
-    return kafka_sink.kafka_rows(df, kafka_sink.key_column(df, ctx.sink(qp).kafka.key, _where(qp)))
+    df, sink = _stream(ctx, qp), ctx.sink(qp).kafka
+    return kafka_sink.kafka_rows(df, kafka_sink.key_column(df, sink.key, _where(qp)), sink.format, _where(qp), qp.name)
 
 
 def _to_kafka(ctx: QueryContext, qp: QueryPlan, df: DataFrame, topic: str, delivery: str) -> DataStreamWriter:
@@ -104,7 +107,11 @@ def _to_kafka(ctx: QueryContext, qp: QueryPlan, df: DataFrame, topic: str, deliv
 
 
 def _kafka_writer(ctx: QueryContext, qp: QueryPlan, df: DataFrame) -> DataStreamWriter:
-    sink = ctx.sink(qp).kafka
+    sink, where = ctx.sink(qp).kafka, _where(qp)
+    url = ctx.options.get(REGISTRY_URL_OPTION)
+    schema = None if url is None else SchemaTarget(Registry(url, ctx.options.get(REGISTRY_USER_INFO_OPTION)),
+                                                   sink.value_subject(), sink.register_schema, f"{where}.kafka ({qp.name})")
+    df = kafka_sink.encoded(df, sink.format, ValueTarget(where, qp.name, schema))
     return _to_kafka(ctx, qp, df, sink.topic, sink.delivery)
 
 

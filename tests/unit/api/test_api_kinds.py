@@ -11,7 +11,7 @@ from typing import get_args
 import pytest
 import yaml
 
-from streamapp_api.sinks import SINK_KINDS, Sink, SinkTarget, query_name_of
+from streamapp_api.sinks import SINK_KINDS, SINK_VALUE_FORMATS, KafkaSink, Sink, SinkTarget, SinkValueFormat, query_name_of
 from streamapp_api.sources import VALUE_FORMATS, Source, Table, ValueFormat
 
 pytestmark = pytest.mark.unit
@@ -52,6 +52,18 @@ def test_every_value_format_has_a_reader_docs_and_an_example():
         assert (FORMATS[name].malformed_reason is not None) == kind.can_be_malformed, name
         assert f"`{name}`" in api_docs, f"value format {name!r} is not described in docs/api.md"
         assert name in used, f"no example in examples/ reads format {name!r}"
+
+
+def test_every_sink_value_format_has_an_encoder_docs_and_an_example():
+    from streamapp_runtime.sinks.kafka_values import ENCODERS
+
+    assert set(get_args(SinkValueFormat)) == set(SINK_VALUE_FORMATS) == set(ENCODERS)
+    api_docs = (REPO / "docs/api.md").read_text()
+    used = {sink["kafka"].get("format", KafkaSink.model_fields["format"].default) for app in _examples()
+            for sink in app["spec"].get("sinks", []) if "kafka" in sink}
+    for name in SINK_VALUE_FORMATS:
+        assert f"`{name}`" in api_docs.split("### Sinks", 1)[1], f"sink value format {name!r} is not under 'Sinks' in docs/api.md"
+        assert name in used, f"no example in examples/ writes format {name!r} to a Kafka sink"
 
 
 @pytest.mark.parametrize("model", [Source, Table])

@@ -1,0 +1,113 @@
+"""Avro values of a Kafka sink in the Confluent wire format: the writer schema registered (or looked up)
+under its subject when the query starts, then each row encoded with it.
+
+A value is a zero byte, the schema id (4 bytes, big-endian) and the record (compile/avro_values.py
+reads the same format). Rows are encoded in Python with fastavro, in an Arrow UDF: a batch of rows to
+each call on the executors. The same row gives the same bytes, so both deliveries write what the
+other would: Spark's Kafka sink takes the binary column, and the exactly-once writer hashes and
+produces it as it is (sinks/kafka_transactions.py).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import urllib.parse
+from dataclasses import dataclass
+
+# At module level: arrow_udf reads the encoder's type hints (pa.Array -> pa.Array) in this module's globals.
+import pyarrow as pa
+
+from streamapp_api.schema_registry import Registry
+
+from streamapp_runtime.compile.avro_values import HEADER, MAGIC
+
+log = logging.getLogger("streamapp.runtime")
+
+
+class SchemaRefused(RuntimeError):
+    """The registry would not give the sink's schema an id: the query does not start."""
+
+
+@dataclass(frozen=True)
+class SchemaTarget:
+    """Where a sink's value schema goes: the registry, the subject, and whether to register it there
+    (else only look it up); ``sink`` names the sink in messages."""
+
+    registry: Registry
+    subject: str
+    register: bool
+    sink: str
+
+
+def refusal(target: SchemaTarget, status: int, answer: dict) -> str:
+    """Why the registry gave the schema no id, in the registry's own words and what to do. Pure."""
+    code = answer.get("error_code")
+    said = f"HTTP {status}" + (f" (error {code})" if code is not None else "") + \
+        f": {answer.get('message') or 'no message'}"
+    where = f"{target.sink}: the schema registry {target.registry.url}"
+    if status in (401, 403):
+        return f"{where} refused the credentials for subject {target.subject!r}: {said}; check spec.kafka.schemaRegistry.secretRef"
+    if not target.register:
+        return (f"{where} does not hold the sink's value schema under subject {target.subject!r} (registerSchema: "
+                f"false looks it up only): {said}; register that schema (the driver's log shows it), or set "
+                "registerSchema: true")
+    if status == 409:
+        return (f"{where} refused to register the sink's value schema under subject {target.subject!r}, as "
+                f"incompatible with the versions there: {said}; make the stream's columns compatible, change the "
+                "subject's compatibility level, or write to another subject")
+    return f"{where} refused the sink's value schema under subject {target.subject!r}: {said}"
+
+
+def schema_id(target: SchemaTarget, schema: dict) -> int:
+    """The id of ``schema`` under the subject: registered (the registry answers with the id of an equal
+    schema already there), or looked up. SchemaRefused otherwise; RegistryError when it does not answer."""
+    subject = urllib.parse.quote(target.subject, safe="")
+    path = f"/subjects/{subject}/versions" if target.register else f"/subjects/{subject}"
+    status, answer = target.registry.post(path, {"schema": json.dumps(schema)})  # no schemaType: AVRO
+    if status == 200 and isinstance(answer.get("id"), int):
+        log.info("%s: value schema id %d under subject %s: %s", target.sink, answer["id"], target.subject,
+                 json.dumps(schema))
+        return answer["id"]
+    log.error("%s: value schema refused under subject %s: %s", target.sink, target.subject, json.dumps(schema))
+    raise SchemaRefused(refusal(target, status, answer))
+
+
+# Parsed schemas by their text, in each Python worker: parsed once per process, not once per batch.
+_PARSED: dict[str, object] = {}
+
+
+def encode_records(schema_text: str, header: bytes, records: list) -> list[bytes]:
+    """Each record (a dict of the schema's fields) as ``header`` and its Avro body."""
+    from fastavro import parse_schema, schemaless_writer
+
+    if schema_text not in _PARSED:
+        _PARSED[schema_text] = parse_schema(json.loads(schema_text))
+    parsed = _PARSED[schema_text]
+    encoded = []
+    for record in records:
+        buffer = io.BytesIO()
+        buffer.write(header)
+        schemaless_writer(buffer, parsed, record)
+        encoded.append(buffer.getvalue())
+    return encoded
+
+
+def wire_format_header(schema_id: int) -> bytes:
+    return HEADER.pack(MAGIC, schema_id)
+
+
+def avro_column(value, schema: dict, schema_id: int):
+    """A binary column of wire-format values from a struct column of the schema's fields."""
+    from pyspark.sql.functions import arrow_udf
+
+    schema_text, header = json.dumps(schema, sort_keys=True), wire_format_header(schema_id)
+
+    @arrow_udf("binary")  # type: ignore[call-overload]
+    def encode(values: pa.Array) -> pa.Array:
+        # Maps as dicts, as fastavro writes them; timestamps come as datetimes with their time zone.
+        records = values.to_pylist(maps_as_pydicts="strict")
+        return pa.array(encode_records(schema_text, header, records), pa.binary())
+
+    return encode(value)
