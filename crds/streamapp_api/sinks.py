@@ -122,6 +122,8 @@ class SinkValueFormatKind:
     # The value's schema is registered in (or looked up from) spec.kafka.schemaRegistry under a subject,
     # and every value carries its id (the Confluent wire format).
     needs_registry: bool = False
+    # Why a real-time app may not write this format (None: it may).
+    realtime_refused: str | None = None
 
 
 # How a Kafka sink writes record values. Kept apart from the sources' VALUE_FORMATS: a format may be
@@ -129,7 +131,9 @@ class SinkValueFormatKind:
 SinkValueFormat = Literal["json", "avro"]
 SINK_VALUE_FORMATS: dict[str, SinkValueFormatKind] = {
     "json": SinkValueFormatKind(),
-    "avro": SinkValueFormatKind(needs_registry=True),
+    # Spark's real-time mode refuses the Python UDF (ArrowEvalPythonExec) that encodes the values.
+    "avro": SinkValueFormatKind(needs_registry=True, realtime_refused=(
+        "format avro encodes values in Python, which Spark's real-time mode does not run; use format json, ")),
 }
 SINK_REGISTRY_FORMATS = [name for name, kind in SINK_VALUE_FORMATS.items() if kind.needs_registry]
 _SINK_REGISTRY_LIST = "[" + ", ".join(f"'{name}'" for name in SINK_REGISTRY_FORMATS) + "]"
@@ -205,10 +209,13 @@ class KafkaSink(SinkTarget):
         return [SinkFinding(".key", missing(self.key))] if self.key and self.key not in columns else []
 
     def realtime_findings(self) -> list[SinkFinding]:
+        found = []
         if self.delivery == "exactly-once":
-            return [SinkFinding(".delivery", "exactly-once commits a Kafka transaction per micro-batch, and "
-                                "real-time mode has none; use at-least-once, ")]
-        return []
+            found.append(SinkFinding(".delivery", "exactly-once commits a Kafka transaction per micro-batch, and "
+                                     "real-time mode has none; use at-least-once, "))
+        if self.value_format.realtime_refused:
+            found.append(SinkFinding(".format", self.value_format.realtime_refused))
+        return found
 
 
 class PostgresSecretRef(SecretRef):
