@@ -241,8 +241,8 @@ def check_settings(app: StreamApp) -> Iterator[Issue]:
                                 "schema from a registry: set spec.kafka.schemaRegistry")
         for i, sink in enumerate(spec.sinks):  # the twin of sinks.py's SINKS_NEED_A_REGISTRY
             for kind, target in sink.targets():
-                if target.needs_registry():
-                    yield Issue(f"spec.sinks[{i}].{kind}.format", SINK_FORMAT_NEEDS_A_REGISTRY)
+                for field in target.registry_fields():
+                    yield Issue(f"spec.sinks[{i}].{kind}{field}", SINK_FORMAT_NEEDS_A_REGISTRY)
     for key in spec.kafka.options or {}:
         if key in SPARK_MANAGED_KAFKA_OPTIONS or key.startswith("kafka."):
             hint = KAFKA_OPTION_HINTS.get(key, "options are plain Kafka client settings without the 'kafka.' prefix")

@@ -107,44 +107,58 @@ class SinkTarget(ApiModel):
         """The path of the table written (s3a://, or relative to the app's storage), for a kind writing files."""
         return None
 
-    def needs_registry(self) -> bool:
-        """Whether the sink reaches spec.kafka.schemaRegistry (a value format of the Confluent wire format)."""
-        return False
+    def registry_fields(self) -> list[str]:
+        """The fields (relative to the kind's) whose format reaches spec.kafka.schemaRegistry: the sink
+        needs one."""
+        return []
 
 
 @dataclass(frozen=True)
-class SinkValueFormatKind:
-    """What a Kafka sink's value format declares; the checks and the runtime ask this, never its name.
+class SinkFormatKind:
+    """What a Kafka sink's value or key format declares; the checks and the runtime ask this, never its
+    name.
 
-    A new format: a row in SINK_VALUE_FORMATS and SinkValueFormat here, and an encoder in the runtime's
-    ``sinks/kafka_values.ENCODERS`` (DEVELOPMENT.md, "Adding things")."""
+    A new format: a row in SINK_VALUE_FORMATS and SinkValueFormat (or the key's) here, and an encoder in
+    the runtime's ``sinks/kafka_values.VALUE_ENCODERS`` (or KEY_ENCODERS; DEVELOPMENT.md, "Adding things")."""
 
-    # The value's schema is registered in (or looked up from) spec.kafka.schemaRegistry under a subject,
-    # and every value carries its id (the Confluent wire format).
+    # The schema is registered in (or looked up from) spec.kafka.schemaRegistry under a subject, and
+    # every value (or key) carries its id (the Confluent wire format).
     needs_registry: bool = False
     # Why a real-time app may not write this format (None: it may).
     realtime_refused: str | None = None
 
 
-# How a Kafka sink writes record values. Kept apart from the sources' VALUE_FORMATS: a format may be
-# read and not written, or the other way round.
+# Spark's real-time mode refuses the Python UDF (ArrowEvalPythonExec) that encodes Avro.
+_AVRO = SinkFormatKind(needs_registry=True, realtime_refused=(
+    "avro is encoded in Python, which Spark's real-time mode does not run; use format json and keyFormat string, "))
+# How a Kafka sink writes record values, and keys. Kept apart from the sources' VALUE_FORMATS: a format
+# may be read and not written, or the other way round.
 SinkValueFormat = Literal["json", "avro"]
-SINK_VALUE_FORMATS: dict[str, SinkValueFormatKind] = {
-    "json": SinkValueFormatKind(),
-    # Spark's real-time mode refuses the Python UDF (ArrowEvalPythonExec) that encodes the values.
-    "avro": SinkValueFormatKind(needs_registry=True, realtime_refused=(
-        "format avro encodes values in Python, which Spark's real-time mode does not run; use format json, ")),
-}
-SINK_REGISTRY_FORMATS = [name for name, kind in SINK_VALUE_FORMATS.items() if kind.needs_registry]
-_SINK_REGISTRY_LIST = "[" + ", ".join(f"'{name}'" for name in SINK_REGISTRY_FORMATS) + "]"
-SINK_SUBJECT_RULE_MESSAGE = (f"subject names the registry subject of formats {', '.join(SINK_REGISTRY_FORMATS)}; "
+SINK_VALUE_FORMATS: dict[str, SinkFormatKind] = {"json": SinkFormatKind(), "avro": _AVRO}
+SinkKeyFormat = Literal["string", "avro"]
+SINK_KEY_FORMATS: dict[str, SinkFormatKind] = {"string": SinkFormatKind(), "avro": _AVRO}
+
+
+def _registry_formats(formats: dict[str, SinkFormatKind]) -> list[str]:
+    return [name for name, kind in formats.items() if kind.needs_registry]
+
+
+def _cel_list(names: list[str]) -> str:
+    return "[" + ", ".join(f"'{name}'" for name in names) + "]"
+
+
+_VALUE_REGISTRY, _KEY_REGISTRY = _registry_formats(SINK_VALUE_FORMATS), _registry_formats(SINK_KEY_FORMATS)
+_VALUE_REGISTRY_LIST, _KEY_REGISTRY_LIST = _cel_list(_VALUE_REGISTRY), _cel_list(_KEY_REGISTRY)
+SINK_SUBJECT_RULE_MESSAGE = (f"subject names the registry subject of formats {', '.join(_VALUE_REGISTRY)}; "
                              "remove it, or set one of those formats")
-SINK_FORMAT_NEEDS_A_REGISTRY = (f"a Kafka sink of format {' or '.join(SINK_REGISTRY_FORMATS)} registers its value "
-                                "schema in a schema registry: set spec.kafka.schemaRegistry")
+SINK_FORMAT_NEEDS_A_REGISTRY = (f"a Kafka sink of format {' or '.join(_VALUE_REGISTRY)} or keyFormat "
+                                f"{' or '.join(_KEY_REGISTRY)} registers its schema in a schema registry: set "
+                                "spec.kafka.schemaRegistry")
 # On the spec (StreamAppSpec), where spec.kafka is in sight; rules.check_settings is its Python twin.
 SINKS_NEED_A_REGISTRY = cel(
-    f"has(self.kafka.schemaRegistry) || self.sinks.all(s, !has(s.kafka) || !has(s.kafka.format) || "
-    f"!(s.kafka.format in {_SINK_REGISTRY_LIST}))",
+    f"has(self.kafka.schemaRegistry) || self.sinks.all(s, !has(s.kafka) || "
+    f"((!has(s.kafka.format) || !(s.kafka.format in {_VALUE_REGISTRY_LIST})) && "
+    f"(!has(s.kafka.keyFormat) || !(s.kafka.keyFormat in {_KEY_REGISTRY_LIST}))))",
     SINK_FORMAT_NEEDS_A_REGISTRY, field_path=".sinks")
 
 
@@ -152,7 +166,7 @@ class KafkaSink(SinkTarget):
     """Write each row to a topic: a JSON object of its value columns, or an Avro record (format)."""
 
     model_config = api_config(cel(
-        f"!has(self.subject) || (has(self.format) && self.format in {_SINK_REGISTRY_LIST})",
+        f"!has(self.subject) || (has(self.format) && self.format in {_VALUE_REGISTRY_LIST})",
         SINK_SUBJECT_RULE_MESSAGE, field_path=".subject"))
 
     topic: Topic = Field(description="The Kafka topic to write to.")
@@ -174,12 +188,18 @@ class KafkaSink(SinkTarget):
         description="For format avro: the registry subject of the value schema. Default '<topic>-value' "
         "(TopicNameStrategy, the serializers' default).",
     )
+    key_format: SinkKeyFormat = Field(
+        default="string",
+        description="How keys are written: 'string', the key column as text; 'avro', the key column as Avro "
+        "in the Confluent wire format (a struct column a record), its schema registered under the subject "
+        "'<topic>-key' in spec.kafka.schemaRegistry when the app starts. A null key is written as no key.",
+    )
     register_schema: bool = Field(
         default=True,
-        description="For format avro: register the value schema under subject when the app starts (the "
-        "registry gives the id of an equal schema already there, and refuses one its compatibility rules "
-        "do not allow). false: only look it up; the app does not start unless the subject holds exactly "
-        "that schema (as the serializers' auto.register.schemas=false).",
+        description="For format or keyFormat avro: register the schema under its subject when the app starts "
+        "(the registry gives the id of an equal schema already there, and refuses one its compatibility "
+        "rules do not allow). false: only look it up; the app does not start unless the subject holds "
+        "exactly that schema (as the serializers' auto.register.schemas=false).",
     )
 
     def target_name(self) -> str:
@@ -189,15 +209,24 @@ class KafkaSink(SinkTarget):
         return self.topic
 
     @property
-    def value_format(self) -> SinkValueFormatKind:
+    def value_format(self) -> SinkFormatKind:
         return SINK_VALUE_FORMATS[self.format]
+
+    @property
+    def key_format_kind(self) -> SinkFormatKind:
+        return SINK_KEY_FORMATS[self.key_format]
 
     def value_subject(self) -> str:
         """The registry subject of the value schema (formats that need a registry)."""
         return self.subject or f"{self.topic}-value"
 
-    def needs_registry(self) -> bool:
-        return self.value_format.needs_registry
+    def key_subject(self) -> str:
+        """The registry subject of the key schema: TopicNameStrategy's."""
+        return f"{self.topic}-key"
+
+    def registry_fields(self) -> list[str]:
+        return [field for field, kind in ((".format", self.value_format), (".keyFormat", self.key_format_kind))
+                if kind.needs_registry]
 
     def rule_findings(self) -> list[SinkFinding]:
         if self.subject is not None and not self.value_format.needs_registry:
@@ -213,8 +242,9 @@ class KafkaSink(SinkTarget):
         if self.delivery == "exactly-once":
             found.append(SinkFinding(".delivery", "exactly-once commits a Kafka transaction per micro-batch, and "
                                      "real-time mode has none; use at-least-once, "))
-        if self.value_format.realtime_refused:
-            found.append(SinkFinding(".format", self.value_format.realtime_refused))
+        for field, kind in ((".format", self.value_format), (".keyFormat", self.key_format_kind)):
+            if kind.realtime_refused:
+                found.append(SinkFinding(field, kind.realtime_refused))
         return found
 
 

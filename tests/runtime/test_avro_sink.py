@@ -41,17 +41,23 @@ def avro_sessions_manifest(topic: str, out: str, registry_url: str, **sink: obje
     return doc
 
 
-def avro_values(kafka, registry, topic: str, isolation: str = "read_committed") -> list[dict]:
-    """Every value of ``topic`` through confluent-kafka's AvroDeserializer, as a consumer of the topic has it."""
+def avro_records(kafka, registry, topic: str, isolation: str = "read_committed", avro_keys: bool = True) -> list[tuple]:
+    """Every (key, value) of ``topic`` through confluent-kafka's AvroDeserializer, as a consumer of the
+    topic has them; ``avro_keys`` False: keys as text."""
     from confluent_kafka.schema_registry import SchemaRegistryClient
     from confluent_kafka.schema_registry.avro import AvroDeserializer
     from confluent_kafka.serialization import MessageField, SerializationContext
 
     deserialize = AvroDeserializer(SchemaRegistryClient(registry.client_conf()))
-    ctx = SerializationContext(topic, MessageField.VALUE)
+    keys, values = SerializationContext(topic, MessageField.KEY), SerializationContext(topic, MessageField.VALUE)
     messages = read_topic(kafka.bootstrap, topic, idle=None, timeout=120, to_end=True,
                           config={"isolation.level": isolation})
-    return [deserialize(m.value(), ctx) for m in messages]
+    return [(deserialize(m.key(), keys) if avro_keys else m.key().decode(), deserialize(m.value(), values))
+            for m in messages]
+
+
+def avro_values(kafka, registry, topic: str, isolation: str = "read_committed") -> list[dict]:
+    return [value for _, value in avro_records(kafka, registry, topic, isolation, avro_keys=False)]
 
 
 def windows_of(values: list[dict]) -> Counter:
@@ -80,15 +86,17 @@ def test_windows_written_as_avro_are_read_back_with_confluent_s_deserializer(kaf
     create_topic(kafka.bootstrap, out, partitions=2)
     events = clickstream.generate(seed=7, users=15, minutes=5)
     produce_in_turn(kafka.bootstrap, topic, events, partitions=2)
-    the_app = load(avro_sessions_manifest(topic, out, schema_registry.url))
+    the_app = load(avro_sessions_manifest(topic, out, schema_registry.url, keyFormat="avro"))
     run_available_now(spark, the_app, kafka, tmp_path / "checkpoint")
     flush = watermark_flush(events)  # a later batch, whose watermark closes every window of the events
     produce_in_turn(kafka.bootstrap, topic, [flush], partitions=1)
     run_available_now(spark, the_app, kafka, tmp_path / "checkpoint")
 
     want = closed_click_windows([*events, flush])
-    values = avro_values(kafka, schema_registry, out)
+    records = avro_records(kafka, schema_registry, out)
+    values = [value for _, value in records]
     assert windows_of(values) == Counter(want.keys()) and len(want) > 50
+    assert all(key == value["session_id"] for key, value in records)  # keys: Avro strings under <topic>-key
     assert {(v["session_id"], v["uuid"], v["window_start"]): tuple(v[f] for f in WINDOW_FIELDS) for v in values} == want
     assert {v["window_end"] - v["window_start"] for v in values} == {timedelta(minutes=1)}
 
@@ -101,6 +109,8 @@ def test_windows_written_as_avro_are_read_back_with_confluent_s_deserializer(kaf
     window_start = schema["fields"][0]["type"]
     assert {"type": "long", "logicalType": "timestamp-millis"} in (window_start if isinstance(window_start, list) else [window_start])
     assert registered.version == 1  # the second run registered the same schema: the registry kept its id
+    key = SchemaRegistryClient(schema_registry.client_conf()).get_latest_version(f"{out}-key")
+    assert json.loads(key.schema.schema_str) == "string"
 
 
 @pytest.mark.slow
@@ -116,7 +126,7 @@ def test_an_exactly_once_avro_sink_writes_every_row_once_through_a_kill_9(kafka,
     doc = avro_sessions_manifest(topic, out, schema_registry.url, delivery="exactly-once")
     doc["spec"]["streams"].append({"name": "clicks-only", "from": "clicks", "steps": [{"filter": "event = 'click'"}]})
     doc["spec"]["sinks"].append({"from": "clicks-only", "kafka": {"topic": clicks, "key": "uuid", "format": "avro",
-                                                                  "delivery": "exactly-once"}})
+                                                                  "keyFormat": "avro", "delivery": "exactly-once"}})
     doc["spec"]["sources"][0]["maxOffsetsPerTrigger"] = 60  # small batches: the kill lands in the middle
     path, checkpoint, log = tmp_path / "app.yaml", tmp_path / "checkpoint", tmp_path / "run.log"
     path.write_text(yaml.safe_dump(doc))
@@ -158,7 +168,9 @@ def test_an_exactly_once_avro_sink_writes_every_row_once_through_a_kill_9(kafka,
 
     want_clicks = Counter((e.uuid, e.session_id, e.ts.replace(microsecond=e.ts.microsecond // 1000 * 1000))
                           for e in [*events, flush] if e.event == "click")
-    got_clicks = Counter((v["uuid"], v["session_id"], v["ts"]) for v in avro_values(kafka, schema_registry, clicks))
+    clicks_written = avro_records(kafka, schema_registry, clicks)
+    assert all(key == value["uuid"] for key, value in clicks_written)
+    got_clicks = Counter((v["uuid"], v["session_id"], v["ts"]) for _, v in clicks_written)
     twice = sum(n - 1 for n in got_clicks.values() if n > 1)
     assert got_clicks == want_clicks, f"clicks: {sum((want_clicks - got_clicks).values())} missing, {twice} duplicated"
 

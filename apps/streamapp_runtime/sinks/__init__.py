@@ -24,8 +24,6 @@ from streamapp_runtime.compile.dlq import dead_letters
 from streamapp_runtime.compile.frame import INTERNAL_PREFIX
 from streamapp_runtime.connections import admin_config, postgres_uri
 from streamapp_runtime.plan import REGISTRY_URL_OPTION, REGISTRY_USER_INFO_OPTION, QueryPlan, reader_options, spark_kafka_options
-from streamapp_runtime.sinks.avro_encoding import SchemaTarget
-from streamapp_runtime.sinks.kafka_values import ValueTarget
 from streamapp_runtime.sinks import kafka as kafka_sink
 from streamapp_runtime.sinks import kafka_transactions as kafka_eos
 from streamapp_runtime.sinks import postgres as pg_sink
@@ -94,8 +92,8 @@ def _console_writer(ctx: QueryContext, qp: QueryPlan, df: DataFrame) -> DataStre
 
 
 def _kafka_frame(ctx: QueryContext, qp: QueryPlan) -> DataFrame:
-    df, sink = _stream(ctx, qp), ctx.sink(qp).kafka
-    return kafka_sink.kafka_rows(df, kafka_sink.key_column(df, sink.key, _where(qp)), sink.format, _where(qp), qp.name)
+    df, sink, where = _stream(ctx, qp), ctx.sink(qp).kafka, _where(qp)
+    return kafka_sink.kafka_rows(df, kafka_sink.key_column(df, sink.key, where), kafka_sink.formats(sink, where, qp.name))
 
 
 def _to_kafka(ctx: QueryContext, qp: QueryPlan, df: DataFrame, topic: str, delivery: str) -> DataStreamWriter:
@@ -107,11 +105,9 @@ def _to_kafka(ctx: QueryContext, qp: QueryPlan, df: DataFrame, topic: str, deliv
 
 
 def _kafka_writer(ctx: QueryContext, qp: QueryPlan, df: DataFrame) -> DataStreamWriter:
-    sink, where = ctx.sink(qp).kafka, _where(qp)
-    url = ctx.options.get(REGISTRY_URL_OPTION)
-    schema = None if url is None else SchemaTarget(Registry(url, ctx.options.get(REGISTRY_USER_INFO_OPTION)),
-                                                   sink.value_subject(), sink.register_schema, f"{where}.kafka ({qp.name})")
-    df = kafka_sink.encoded(df, sink.format, ValueTarget(where, qp.name, schema))
+    sink, url = ctx.sink(qp).kafka, ctx.options.get(REGISTRY_URL_OPTION)
+    registry = None if url is None else Registry(url, ctx.options.get(REGISTRY_USER_INFO_OPTION))
+    df = kafka_sink.encoded(df, kafka_sink.formats(sink, _where(qp), qp.name, registry))
     return _to_kafka(ctx, qp, df, sink.topic, sink.delivery)
 
 

@@ -78,15 +78,19 @@ def schema_id(target: SchemaTarget, schema: dict) -> int:
 _PARSED: dict[str, object] = {}
 
 
-def encode_records(schema_text: str, header: bytes, records: list) -> list[bytes]:
-    """Each record (a dict of the schema's fields) as ``header`` and its Avro body."""
+def encode_records(schema_text: str, header: bytes, records: list) -> list[bytes | None]:
+    """Each record (a dict of the schema's fields, or a key's value) as ``header`` and its Avro body; a
+    null one as null (a key: no key, as the serializers write None)."""
     from fastavro import parse_schema, schemaless_writer
 
     if schema_text not in _PARSED:
         _PARSED[schema_text] = parse_schema(json.loads(schema_text))
     parsed = _PARSED[schema_text]
-    encoded = []
+    encoded: list[bytes | None] = []
     for record in records:
+        if record is None:
+            encoded.append(None)
+            continue
         buffer = io.BytesIO()
         buffer.write(header)
         schemaless_writer(buffer, parsed, record)
@@ -99,7 +103,7 @@ def wire_format_header(schema_id: int) -> bytes:
 
 
 def avro_column(value, schema: dict, schema_id: int):
-    """A binary column of wire-format values from a struct column of the schema's fields."""
+    """A binary column of wire-format values from a column of the schema's type (a struct for a record)."""
     from pyspark.sql.functions import arrow_udf
 
     schema_text, header = json.dumps(schema, sort_keys=True), wire_format_header(schema_id)

@@ -1,4 +1,5 @@
-"""The Avro writer schema of a Kafka sink's values, derived from the stream's columns and Spark types.
+"""The Avro writer schemas of a Kafka sink's values and keys, derived from the stream's columns and
+Spark types.
 
 One record named after the sink, a field per value column in the stream's order. A nullable column is
 the union ``["null", T]`` with default null (a reader of a later version without the field, or an
@@ -62,10 +63,18 @@ def record_name(sink_name: str) -> str:
     return name if _AVRO_NAME.match(name) else f"_{name}"
 
 
-def writer_schema(sink_name: str, columns: StructType) -> dict:
-    """The record schema of a sink's values: ``columns`` are the value columns (no metadata). Pure."""
+def writer_schema(sink_name: str, columns: DataType) -> dict:
+    """The record schema of a sink's values: ``columns`` the struct of the value columns (no metadata). Pure."""
+    if not isinstance(columns, StructType):
+        raise NotAvro(f"the values are a {columns.simpleString()}, not a struct of columns")
     name = record_name(sink_name)
     return {"type": "record", "name": name, "fields": _fields(name, columns, "")}
+
+
+def key_schema(sink_name: str, column: str, data_type: DataType) -> object:
+    """The schema of a sink's keys: the key column's type, a struct a record named '<sink>_key'. Not
+    a union with null: a null key is written as no key, as the serializers write None. Pure."""
+    return avro_type(data_type, f"{record_name(sink_name)}_key", column)
 
 
 def _fields(record: str, struct: StructType, path: str) -> list[dict]:

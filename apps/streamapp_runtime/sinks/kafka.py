@@ -1,5 +1,5 @@
-"""Kafka sink: the value columns in the sink's value format (sinks/kafka_values.py), the key from the
-sink's key or the record key.
+"""Kafka sink: the value columns and the key (the sink's key column or the record key), each in the
+sink's format (sinks/kafka_values.py).
 
 Delivery is at-least-once: a batch replayed after a crash is written again. Keys are deterministic
 (the same record gives the same key and value), so a compacted topic or a consumer keyed on them
@@ -8,11 +8,42 @@ converges to the same content.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from streamapp_api.sinks import KafkaSink
+
+from streamapp_runtime.compile.avro_values import Registry
 from streamapp_runtime.compile.frame import INTERNAL_PREFIX, value_columns
-from streamapp_runtime.sinks.kafka_values import ENCODERS, ValueTarget
+from streamapp_runtime.sinks import avro_schema
+from streamapp_runtime.sinks.avro_encoding import SchemaTarget
+from streamapp_runtime.sinks.kafka_values import KEY_ENCODERS, VALUE_ENCODERS, ColumnTarget
+
+NO_KEY = "streamapp.noKey"  # metadata of the key column of a sink that writes no key
+
+
+@dataclass(frozen=True)
+class Formats:
+    """The sink's value and key formats (rows of VALUE_ENCODERS and KEY_ENCODERS), each with its target."""
+
+    value: str
+    key: str
+    value_target: ColumnTarget
+    key_target: ColumnTarget
+
+
+def formats(sink: KafkaSink, where: str, query: str, registry: Registry | None = None) -> Formats:
+    """The sink's formats with their targets; ``registry`` the app's (None: the pure half, none reached)."""
+    def schemas(subject: str) -> SchemaTarget | None:
+        return None if registry is None else SchemaTarget(registry, subject, sink.register_schema, f"{where}.kafka ({query})")
+
+    value = ColumnTarget(f"{where}.kafka.format", lambda t: avro_schema.writer_schema(query, t),
+                         schemas(sink.value_subject()))
+    key = ColumnTarget(f"{where}.kafka.keyFormat", lambda t: avro_schema.key_schema(query, sink.key or "_key", t),
+                       schemas(sink.key_subject()))
+    return Formats(sink.format, sink.key_format, value, key)
 
 
 def key_column(df: DataFrame, key: str | None, where: str) -> str | None:
@@ -24,15 +55,22 @@ def key_column(df: DataFrame, key: str | None, where: str) -> str | None:
     return "_key" if "_key" in df.columns else None
 
 
-def kafka_rows(df: DataFrame, key: str | None, value_format: str = "json", where: str = "", query: str = "") -> DataFrame:
-    """(key, value): the value in ``value_format``, before its encoder's side effects (``encoded``)."""
+def kafka_rows(df: DataFrame, key: str | None, formats: Formats) -> DataFrame:
+    """(key, value), each in its format, before the formats' side effects (``encoded``). No key column:
+    a null key."""
     values = df.select(*[F.col(f"`{c}`") for c in value_columns(df.columns)])
-    value = ENCODERS[value_format].value(values, where, query)
-    key_col = F.col(f"`{key}`").cast("string") if key else F.lit(None).cast("string")
-    return df.select(key_col.alias("key"), value.alias("value"))
+    value = VALUE_ENCODERS[formats.value].column(values, formats.value_target)
+    if key:
+        key_col = KEY_ENCODERS[formats.key].column(df.select(F.col(f"`{key}`")), formats.key_target).alias("key")
+    else:  # marked, so that no key format encodes it (or registers a schema for keys never written)
+        key_col = F.lit(None).cast("string").alias("key", metadata={NO_KEY: True})
+    return df.select(key_col, value.alias("value"))
 
 
-def encoded(df: DataFrame, value_format: str, target: ValueTarget) -> DataFrame:
-    """The frame of ``kafka_rows`` as the query writes it (a schema registered first, say)."""
-    encode = ENCODERS[value_format].encode
-    return df if encode is None else encode(df, target)
+def encoded(df: DataFrame, formats: Formats) -> DataFrame:
+    """The frame of ``kafka_rows`` as the query writes it (the formats' schemas registered, say)."""
+    for name, encoder, target in (("key", KEY_ENCODERS[formats.key], formats.key_target),
+                                  ("value", VALUE_ENCODERS[formats.value], formats.value_target)):
+        if encoder.encode is not None and not df.schema[name].metadata.get(NO_KEY):
+            df = encoder.encode(df, name, target)
+    return df

@@ -1,8 +1,9 @@
-"""How a Kafka sink writes its values, one row per format of ``streamapp_api.sinks.SINK_VALUE_FORMATS``.
+"""How a Kafka sink writes its values and keys: one row per format of ``streamapp_api.sinks``'
+SINK_VALUE_FORMATS (VALUE_ENCODERS) and SINK_KEY_FORMATS (KEY_ENCODERS).
 
-Each format has two halves, as the sinks have (sinks/__init__.py): ``value``, the value column of the
+Each format has two halves, as the sinks have (sinks/__init__.py): ``column``, the column of the
 query's frame (pure: what ``streamapp run --dry-run`` shows and checks), and ``encode``, the frame the
-query writes, made from that one once the format's side effects are done (a schema registered).
+query writes with that column encoded, once the format's side effects are done (a schema registered).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
+from pyspark.sql.types import DataType
 
 from streamapp_runtime.sinks import avro_encoding, avro_schema
 
@@ -21,48 +22,64 @@ OUTPUT_JSON = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSXXX", "ignoreNullFie
 
 
 @dataclass(frozen=True)
-class ValueTarget:
-    """What an encoder may need of the sink: its name in messages, its query's name (the Avro record's),
-    and where its schema goes (None: the app has no schema registry)."""
+class ColumnTarget:
+    """What an encoder may need of the sink for one column (the key or the value): the field naming its
+    format in messages (spec.sinks[0].kafka.format), the Avro schema of a column of a Spark type, and
+    where that schema goes (None: the app has no schema registry; the pure half has none either)."""
 
-    where: str
-    query: str
-    schema: avro_encoding.SchemaTarget | None
+    field: str
+    avro_schema: Callable[[DataType], object]
+    registry: avro_encoding.SchemaTarget | None = None
 
 
 @dataclass(frozen=True)
-class ValueEncoder:
-    # The value column from the value columns' frame and the query's name (pure).
-    value: Callable[[DataFrame, str, str], Column]
-    # The frame of (key, value) the query writes, from the frame ``value`` made (None: that frame as it is).
-    encode: Callable[[DataFrame, ValueTarget], DataFrame] | None = None
+class Encoder:
+    # The column written, from the frame of the columns it is made of (pure).
+    column: Callable[[DataFrame, ColumnTarget], Column]
+    # The frame the query writes, from the frame ``column`` went into and the name it has there (None:
+    # that frame as it is).
+    encode: Callable[[DataFrame, str, ColumnTarget], DataFrame] | None = None
 
 
-def _json_value(df: DataFrame, where: str, query: str) -> Column:
-    return F.to_json(F.struct(*[F.col(f"`{c}`") for c in df.columns]), OUTPUT_JSON)
+def _json_value(values: DataFrame, target: ColumnTarget) -> Column:
+    return F.to_json(F.struct(*[F.col(f"`{c}`") for c in values.columns]), OUTPUT_JSON)
 
 
-def _avro_value(df: DataFrame, where: str, query: str) -> Column:
-    """The value columns as one struct, its writer schema checked now (a type Avro lacks stops --dry-run)."""
+def _string_key(keys: DataFrame, target: ColumnTarget) -> Column:
+    return F.col(f"`{keys.columns[0]}`").cast("string")
+
+
+def _checked_avro(column: Column, data_type: DataType, target: ColumnTarget) -> Column:
+    """``column`` as it is, its Avro schema derived now: a type Avro lacks stops --dry-run too."""
     try:
-        avro_schema.writer_schema(query, df.schema)
+        target.avro_schema(data_type)
     except avro_schema.NotAvro as exc:
-        raise ValueError(f"{where}.kafka.format: {exc}") from exc
-    return F.struct(*[F.col(f"`{c}`") for c in df.columns])
+        raise ValueError(f"{target.field}: {exc}") from exc
+    return column
 
 
-def _avro_encode(df: DataFrame, target: ValueTarget) -> DataFrame:
-    if target.schema is None:
-        raise ValueError(f"{target.where}.kafka.format: avro registers its schema in spec.kafka.schemaRegistry, "
-                         "which is not set")
-    value_type = df.schema["value"].dataType
-    assert isinstance(value_type, StructType)
-    schema = avro_schema.writer_schema(target.query, value_type)
-    schema_id = avro_encoding.schema_id(target.schema, schema)
-    return df.select("key", avro_encoding.avro_column(F.col("value"), schema, schema_id).alias("value"))
+def _avro_value(values: DataFrame, target: ColumnTarget) -> Column:
+    return _checked_avro(F.struct(*[F.col(f"`{c}`") for c in values.columns]), values.schema, target)
 
 
-ENCODERS: dict[str, ValueEncoder] = {
-    "json": ValueEncoder(_json_value),
-    "avro": ValueEncoder(_avro_value, _avro_encode),
+def _avro_key(keys: DataFrame, target: ColumnTarget) -> Column:
+    return _checked_avro(F.col(f"`{keys.columns[0]}`"), keys.schema.fields[0].dataType, target)
+
+
+def _avro_encode(df: DataFrame, name: str, target: ColumnTarget) -> DataFrame:
+    data_type = df.schema[name].dataType
+    if target.registry is None:
+        raise ValueError(f"{target.field}: avro registers its schema in spec.kafka.schemaRegistry, which is not set")
+    schema = target.avro_schema(data_type)
+    schema_id = avro_encoding.schema_id(target.registry, schema)
+    return df.withColumn(name, avro_encoding.avro_column(F.col(name), schema, schema_id))
+
+
+VALUE_ENCODERS: dict[str, Encoder] = {
+    "json": Encoder(_json_value),
+    "avro": Encoder(_avro_value, _avro_encode),
+}
+KEY_ENCODERS: dict[str, Encoder] = {
+    "string": Encoder(_string_key),
+    "avro": Encoder(_avro_key, _avro_encode),
 }

@@ -11,7 +11,10 @@ from typing import get_args
 import pytest
 import yaml
 
-from streamapp_api.sinks import SINK_KINDS, SINK_VALUE_FORMATS, KafkaSink, Sink, SinkTarget, SinkValueFormat, query_name_of
+from streamapp_api.sinks import (
+    SINK_KEY_FORMATS, SINK_KINDS, SINK_VALUE_FORMATS, KafkaSink, Sink, SinkKeyFormat, SinkTarget, SinkValueFormat,
+    query_name_of,
+)
 from streamapp_api.sources import VALUE_FORMATS, Source, Table, ValueFormat
 
 pytestmark = pytest.mark.unit
@@ -54,16 +57,21 @@ def test_every_value_format_has_a_reader_docs_and_an_example():
         assert name in used, f"no example in examples/ reads format {name!r}"
 
 
-def test_every_sink_value_format_has_an_encoder_docs_and_an_example():
-    from streamapp_runtime.sinks.kafka_values import ENCODERS
+@pytest.mark.parametrize("field, formats, literal, encoders", [
+    ("format", SINK_VALUE_FORMATS, SinkValueFormat, "VALUE_ENCODERS"),
+    ("key_format", SINK_KEY_FORMATS, SinkKeyFormat, "KEY_ENCODERS"),
+])
+def test_every_sink_format_has_an_encoder_docs_and_an_example(field, formats, literal, encoders):
+    from streamapp_runtime.sinks import kafka_values
 
-    assert set(get_args(SinkValueFormat)) == set(SINK_VALUE_FORMATS) == set(ENCODERS)
+    assert set(get_args(literal)) == set(formats) == set(getattr(kafka_values, encoders))
     api_docs = (REPO / "docs/api.md").read_text()
-    used = {sink["kafka"].get("format", KafkaSink.model_fields["format"].default) for app in _examples()
+    alias = KafkaSink.model_fields[field].alias or field
+    used = {sink["kafka"].get(alias, KafkaSink.model_fields[field].default) for app in _examples()
             for sink in app["spec"].get("sinks", []) if "kafka" in sink}
-    for name in SINK_VALUE_FORMATS:
-        assert f"`{name}`" in api_docs.split("### Sinks", 1)[1], f"sink value format {name!r} is not under 'Sinks' in docs/api.md"
-        assert name in used, f"no example in examples/ writes format {name!r} to a Kafka sink"
+    for name in formats:
+        assert f"`{name}`" in api_docs.split("### Sinks", 1)[1], f"sink {alias} {name!r} is not under 'Sinks' in docs/api.md"
+        assert name in used, f"no example in examples/ writes {alias} {name!r} to a Kafka sink"
 
 
 @pytest.mark.parametrize("model", [Source, Table])

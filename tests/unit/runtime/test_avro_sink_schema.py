@@ -33,7 +33,7 @@ from pyspark.sql.types import (
 
 from streamapp_runtime.compile.avro_values import Registry
 from streamapp_runtime.sinks.avro_encoding import SchemaTarget, encode_records, refusal, wire_format_header
-from streamapp_runtime.sinks.avro_schema import NotAvro, avro_type, record_name, writer_schema
+from streamapp_runtime.sinks.avro_schema import NotAvro, avro_type, key_schema, record_name, writer_schema
 
 pytestmark = pytest.mark.unit
 
@@ -122,3 +122,16 @@ def test_a_refusal_names_the_sink_the_subject_and_the_registry_s_answer():
     assert "HTTP 404 (error 40403): Schema not found" in not_there
 
     assert "check spec.kafka.schemaRegistry.secretRef" in refusal(_target(), 401, {})
+
+
+def test_a_key_is_its_column_s_type_and_a_null_key_no_key():
+    from fastavro import parse_schema, schemaless_reader
+
+    assert key_schema("counts-out", "session_id", StringType()) == "string"
+    assert key_schema("counts-out", "k", StructType([StructField("user", StringType(), nullable=False)])) == {
+        "type": "record", "name": "counts_out_key", "fields": [{"name": "user", "type": "string"}]}
+
+    keys = encode_records(json.dumps("string"), wire_format_header(3), ["u1", None])
+
+    assert keys[1] is None
+    assert schemaless_reader(io.BytesIO(keys[0][5:]), parse_schema("string"), None) == "u1"
