@@ -32,46 +32,49 @@ class SchemaRefused(RuntimeError):
 
 @dataclass(frozen=True)
 class SchemaTarget:
-    """Where a sink's value schema goes: the registry, the subject, and whether to register it there
-    (else only look it up); ``sink`` names the sink in messages."""
+    """Where a sink's key or value schema goes: the registry, the subject, and whether to register it
+    there (else only look it up); ``sink`` names the sink in messages, ``part`` is "key" or "value"."""
 
     registry: Registry
     subject: str
     register: bool
     sink: str
+    part: str = "value"
 
 
 def refusal(target: SchemaTarget, status: int, answer: dict) -> str:
-    """Why the registry gave the schema no id, in the registry's own words and what to do. Pure."""
+    """Why the registry gave the schema no id: what, the registry's own words, what to do; a line each,
+    so that the driver's termination message (each line cut at 400 characters) keeps all three. Pure."""
     code = answer.get("error_code")
-    said = f"HTTP {status}" + (f" (error {code})" if code is not None else "") + \
-        f": {answer.get('message') or 'no message'}"
-    where = f"{target.sink}: the schema registry {target.registry.url}"
+    http = f"HTTP {status}" + (f", error {code}" if code is not None else "")
     if status in (401, 403):
-        return f"{where} refused the credentials for subject {target.subject!r}: {said}; check spec.kafka.schemaRegistry.secretRef"
-    if not target.register:
-        return (f"{where} does not hold the sink's value schema under subject {target.subject!r} (registerSchema: "
-                f"false looks it up only): {said}; register that schema (the driver's log shows it), or set "
-                "registerSchema: true")
-    if status == 409:
-        return (f"{where} refused to register the sink's value schema under subject {target.subject!r}, as "
-                f"incompatible with the versions there: {said}; make the stream's columns compatible, change the "
-                "subject's compatibility level, or write to another subject")
-    return f"{where} refused the sink's value schema under subject {target.subject!r}: {said}"
+        what, todo = f"the registry refused the credentials ({http})", "check spec.kafka.schemaRegistry.secretRef"
+    elif not target.register:
+        what = f"not there ({http}; registerSchema: false looks it up only)"
+        todo = "register that schema (the driver's log shows it), or set registerSchema: true"
+    elif status == 409:
+        what = f"incompatible with the subject's versions ({http})"
+        todo = "make the stream's columns compatible, change the subject's compatibility level, or write to another subject"
+    else:
+        what, todo = f"refused ({http})", "see the registry's answer"
+    return "\n".join([f"{target.sink}: the {target.part} schema under subject {target.subject!r}: {what}",
+                      f"the registry's answer: {answer.get('message') or 'none'}",
+                      f"{todo} (registry {target.registry.url})"])
 
 
-def schema_id(target: SchemaTarget, schema: dict) -> int:
+def schema_id(target: SchemaTarget, schema: object) -> int:
     """The id of ``schema`` under the subject: registered (the registry answers with the id of an equal
     schema already there), or looked up. SchemaRefused otherwise; RegistryError when it does not answer."""
     subject = urllib.parse.quote(target.subject, safe="")
     path = f"/subjects/{subject}/versions" if target.register else f"/subjects/{subject}"
     status, answer = target.registry.post(path, {"schema": json.dumps(schema)})  # no schemaType: AVRO
     if status == 200 and isinstance(answer.get("id"), int):
-        log.info("%s: value schema id %d under subject %s: %s", target.sink, answer["id"], target.subject,
+        log.info("%s: %s schema id %d under subject %s: %s", target.sink, target.part, answer["id"], target.subject,
                  json.dumps(schema))
         return answer["id"]
-    log.error("%s: value schema refused under subject %s: %s", target.sink, target.subject, json.dumps(schema))
-    raise SchemaRefused(refusal(target, status, answer))
+    why = refusal(target, status, answer)
+    log.error("%s\nthe %s schema: %s", why, target.part, json.dumps(schema))
+    raise SchemaRefused(why)
 
 
 # Parsed schemas by their text, in each Python worker: parsed once per process, not once per batch.
@@ -102,7 +105,7 @@ def wire_format_header(schema_id: int) -> bytes:
     return HEADER.pack(MAGIC, schema_id)
 
 
-def avro_column(value, schema: dict, schema_id: int):
+def avro_column(value, schema: object, schema_id: int):
     """A binary column of wire-format values from a column of the schema's type (a struct for a record)."""
     from pyspark.sql.functions import arrow_udf
 

@@ -36,13 +36,14 @@ class Formats:
 
 def formats(sink: KafkaSink, where: str, query: str, registry: Registry | None = None) -> Formats:
     """The sink's formats with their targets; ``registry`` the app's (None: the pure half, none reached)."""
-    def schemas(subject: str) -> SchemaTarget | None:
-        return None if registry is None else SchemaTarget(registry, subject, sink.register_schema, f"{where}.kafka ({query})")
+    def schemas(subject: str, part: str) -> SchemaTarget | None:
+        return None if registry is None else \
+            SchemaTarget(registry, subject, sink.register_schema, f"{where}.kafka ({query})", part)
 
     value = ColumnTarget(f"{where}.kafka.format", lambda t: avro_schema.writer_schema(query, t),
-                         schemas(sink.value_subject()))
+                         schemas(sink.value_subject(), "value"))
     key = ColumnTarget(f"{where}.kafka.keyFormat", lambda t: avro_schema.key_schema(query, sink.key or "_key", t),
-                       schemas(sink.key_subject()))
+                       schemas(sink.key_subject(), "key"))
     return Formats(sink.format, sink.key_format, value, key)
 
 

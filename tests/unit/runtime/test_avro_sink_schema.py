@@ -111,16 +111,17 @@ def _target(register: bool = True) -> SchemaTarget:
     return SchemaTarget(Registry("http://sr:8081"), "counts-value", register, "spec.sinks[0].kafka (counts-out)")
 
 
-def test_a_refusal_names_the_sink_the_subject_and_the_registry_s_answer():
-    incompatible = refusal(_target(), 409, {"error_code": 409, "message": "Schema being registered is incompatible"})
-    assert incompatible.startswith("spec.sinks[0].kafka (counts-out): the schema registry http://sr:8081 refused to "
-                                   "register the sink's value schema under subject 'counts-value', as incompatible")
-    assert "HTTP 409 (error 409): Schema being registered is incompatible" in incompatible
+def test_a_refusal_names_the_sink_the_subject_and_the_registry_s_answer_each_on_a_line():
+    incompatible = refusal(_target(), 409, {"error_code": 409, "message": "BACKWARD check failed: clicks: type"})
+    assert incompatible.splitlines() == [
+        "spec.sinks[0].kafka (counts-out): the value schema under subject 'counts-value': incompatible with the "
+        "subject's versions (HTTP 409, error 409)",
+        "the registry's answer: BACKWARD check failed: clicks: type",
+        "make the stream's columns compatible, change the subject's compatibility level, or write to another "
+        "subject (registry http://sr:8081)"]
 
     not_there = refusal(_target(register=False), 404, {"error_code": 40403, "message": "Schema not found"})
-    assert "does not hold the sink's value schema under subject 'counts-value' (registerSchema: false" in not_there
-    assert "HTTP 404 (error 40403): Schema not found" in not_there
-
+    assert "'counts-value': not there (HTTP 404, error 40403; registerSchema: false looks it up only)" in not_there
     assert "check spec.kafka.schemaRegistry.secretRef" in refusal(_target(), 401, {})
 
 
