@@ -112,6 +112,19 @@ def test_windows_written_as_avro_are_read_back_with_confluent_s_deserializer(kaf
     key = SchemaRegistryClient(schema_registry.client_conf()).get_latest_version(f"{out}-key")
     assert json.loads(key.schema.schema_str) == "string"
 
+    # And an app downstream reads them with a source of format avro, as the latest version of the subject.
+    copied = names("copied")
+    create_topic(kafka.bootstrap, copied, partitions=1)
+    reader = load({**the_app.to_dict(), "metadata": {"name": names("reader")[:50].rstrip("-")}, "spec": {
+        "kafka": {"bootstrapServers": "kafka:9092", "schemaRegistry": {"url": schema_registry.url}},
+        "sources": [{"name": "windows", "topic": out, "format": "avro",
+                     "schema": {"session_id": "string", "uuid": "string", "window_start": "timestamp", "clicks": "long"}}],
+        "sinks": [{"from": "windows", "kafka": {"topic": copied, "key": "session_id"}}]}})
+    run_available_now(spark, reader, kafka, tmp_path / "reader")
+    read_back = [json.loads(m.value()) for m in read_topic(kafka.bootstrap, copied, idle=None, timeout=60, to_end=True)]
+    assert sorted((r["session_id"], r["uuid"], r["window_start"], r["clicks"]) for r in read_back) == sorted(
+        (s, u, clickstream.iso(w).replace("000Z", "Z"), clicks) for (s, u, w), (clicks, _, _) in want.items())
+
 
 @pytest.mark.slow
 def test_an_exactly_once_avro_sink_writes_every_row_once_through_a_kill_9(kafka, schema_registry, names, tmp_path):
