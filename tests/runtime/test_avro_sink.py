@@ -130,6 +130,8 @@ def test_windows_written_as_avro_are_read_back_with_confluent_s_deserializer(kaf
 def test_an_exactly_once_avro_sink_writes_every_row_once_through_a_kill_9(kafka, schema_registry, names, tmp_path):
     """The windows, and every click through a stateless filter: that sink writes in every batch, so
     the kill lands in a batch that writes, before, during or after its transactions."""
+    from streamapp_api import load
+
     topic, out, clicks = names("clicks"), names("windows"), names("clicks-only")
     create_topic(kafka.bootstrap, topic, partitions=3)
     create_topic(kafka.bootstrap, out, partitions=2)
@@ -147,9 +149,12 @@ def test_an_exactly_once_avro_sink_writes_every_row_once_through_a_kill_9(kafka,
     try:
         first = start_run(path, kafka.bootstrap, checkpoint, log)
         runs.append(first)
-        # Windows close some 90 s of event time in (1 minute and the 30 s watermark): about 12 batches.
-        wait_while_running(lambda: len(re.findall(r"\] batch \d+: in ", log.read_text() if log.exists() else "")) >= 16,
-                           first, log, what="16 batches")
+        # Windows close some 90 s of event time in (1 minute and the 30 s watermark), about the 8th batch
+        # of their query; the kill comes after one of them wrote windows.
+        query = re.escape(load(doc).spec.sinks[0].query_name)
+        windows_written = re.compile(rf"\[{query}\] batch \d+: in \d+ rows \([^)]*\), out [1-9]")
+        wait_while_running(lambda: log.exists() and windows_written.search(log.read_text()), first, log,
+                           what="a batch that wrote windows")
         time.sleep(random.Random(23).uniform(0, 3))  # somewhere in a batch: before, during or after its transactions
         os.killpg(first.pid, signal.SIGKILL)  # the driver and its JVM, as when a pod dies
         first.wait(30)
