@@ -71,36 +71,34 @@ def _newest(events: list[dict]) -> dict[str, tuple[str, ...]]:
     return {name: tuple(told) for name, told in by_claim.items()}
 
 
+def _absent(kube: Kube, namespace: str, kind: str, refs: list[tuple[str, str | None, str]], keys_in: tuple[str, ...],
+            seen: dict[str, dict | None]) -> list[tuple[str, str | None, str]]:
+    """(name, the key missing or None for the whole object, the field naming it) of each reference to an
+    object of ``kind`` (or a key of its ``keys_in`` maps) that is not there; each object read once."""
+    absent = []
+    for name, key, field in refs:
+        if name not in seen:
+            seen[name] = kube.get(kind, namespace, name)
+        found = seen[name]
+        if found is None:
+            absent.append((name, None, field))
+        elif key is not None and not any(key in (found.get(part) or {}) for part in keys_in):
+            absent.append((name, key, field))
+    return absent
+
+
 def missing_secrets(kube: Kube, namespace: str, app: StreamApp, known: dict[str, dict | None] | None = None
                     ) -> tuple[MissingSecret, ...]:
     """The Secrets (and keys) the spec names that are not there. Only names and keys are looked at.
     ``known``: Secrets already read by this reconcile (the Kafka one), by name."""
-    seen = dict(known or {})
-    missing = []
-    for name, key, field in referenced_secrets(app):
-        if name not in seen:
-            seen[name] = kube.get("Secret", namespace, name)
-        secret = seen[name]
-        if secret is None:
-            missing.append(MissingSecret(name, None, field))
-        elif key is not None and key not in (secret.get("data") or {}) and key not in (secret.get("stringData") or {}):
-            missing.append(MissingSecret(name, key, field))
-    return tuple(missing)
+    refs = referenced_secrets(app)
+    return tuple(MissingSecret(*m) for m in _absent(kube, namespace, "Secret", refs, ("data", "stringData"), dict(known or {})))
 
 
 def missing_config_maps(kube: Kube, namespace: str, app: StreamApp) -> tuple[MissingConfigMap, ...]:
     """The ConfigMaps (and keys) the driver pod mounts that are not there. Only names and keys are looked at."""
-    seen: dict[str, dict | None] = {}
-    missing = []
-    for name, key, field in referenced_config_maps(app):
-        if name not in seen:
-            seen[name] = kube.get("ConfigMap", namespace, name)
-        config_map = seen[name]
-        if config_map is None:
-            missing.append(MissingConfigMap(name, None, field))
-        elif key is not None and key not in (config_map.get("data") or {}) and key not in (config_map.get("binaryData") or {}):
-            missing.append(MissingConfigMap(name, key, field))
-    return tuple(missing)
+    refs = referenced_config_maps(app)
+    return tuple(MissingConfigMap(*m) for m in _absent(kube, namespace, "ConfigMap", refs, ("data", "binaryData"), {}))
 
 
 def executor_pods(kube: Kube, namespace: str, app: str) -> ExecutorPods:
