@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -433,11 +433,42 @@ def record_columns(value_format: str, schema: dict[str, str] | None,
     return set(METADATA_COLUMNS) | set(key_schema or {}) | set(VALUE_FORMATS[value_format].value_columns(schema))
 
 
+class _ReadsRecords:
+    """What sources and tables share about reading their records; each model declares the fields (not
+    declared here at run time: pydantic would take them for fields of its own, first in the schema)."""
+
+    if TYPE_CHECKING:
+        format: str
+        schema_: SchemaMap | None
+        key_format: str
+        key_schema: SchemaMap | None
+
+    @property
+    def value_format(self) -> ValueFormatKind:
+        return VALUE_FORMATS[self.format]
+
+    @property
+    def key_format_kind(self) -> KeyFormatKind:
+        return KEY_FORMATS[self.key_format]
+
+    def key_columns(self) -> dict[str, str]:
+        """Column name -> Spark SQL type of the key's fields (none for a key read as text)."""
+        return dict(self.key_schema or {}) if self.key_format_kind.needs_schema else {}
+
+    @property
+    def reads_registry(self) -> bool:
+        """Records are read through spec.kafka.schemaRegistry."""
+        return self.value_format.reads_registry(self)
+
+    def columns(self) -> set[str]:
+        return record_columns(self.format, self.schema_, self.key_columns())
+
+
 # What a source's checkpoint state is made of: a change to it leaves that state unusable.
 _SOURCE_STATE = ChangeClass("incompatible", "the checkpoint records offsets per topic and state per event time")
 
 
-class Source(ApiModel):
+class Source(_ReadsRecords, ApiModel):
     """A stream of records read from Kafka (Kafka Streams: KStream). Every record is an event."""
 
     model_config = api_config(_ONE_TOPIC, *_SCHEMA_RULES, _SUBJECT_RULE, *_KEY_RULES, *_OPTIONS_RULES)
@@ -504,26 +535,6 @@ class Source(ApiModel):
         return [self.topic] if self.topic else list(self.topics or [])
 
     @property
-    def value_format(self) -> ValueFormatKind:
-        return VALUE_FORMATS[self.format]
-
-    @property
-    def key_format_kind(self) -> KeyFormatKind:
-        return KEY_FORMATS[self.key_format]
-
-    def key_columns(self) -> dict[str, str]:
-        """Column name -> Spark SQL type of the key's fields (none for a key read as text)."""
-        return dict(self.key_schema or {}) if self.key_format_kind.needs_schema else {}
-
-    @property
-    def reads_registry(self) -> bool:
-        """Records are read through spec.kafka.schemaRegistry."""
-        return self.value_format.reads_registry(self)
-
-    def columns(self) -> set[str]:
-        return record_columns(self.format, self.schema_, self.key_columns())
-
-    @property
     def event_time_column(self) -> str:
         return self.event_time or "_timestamp"
 
@@ -536,7 +547,7 @@ _TTL = ChangeClass("restart", set_or_unset=ChangeClass(
     "incompatible", "setting or removing a ttl changes the join state's timeout, which the checkpoint fixes"))
 
 
-class Table(ApiModel):
+class Table(_ReadsRecords, ApiModel):
     """A changelog topic read as a table (Kafka Streams: KTable): the latest value per key.
 
     A record with a null value (tombstone) deletes its key. Tables are always read from the
@@ -571,26 +582,6 @@ class Table(ApiModel):
         default=None,
         description="Forget keys not updated for this long (bounds state size). Default: keep forever.",
     )
-
-    @property
-    def value_format(self) -> ValueFormatKind:
-        return VALUE_FORMATS[self.format]
-
-    @property
-    def key_format_kind(self) -> KeyFormatKind:
-        return KEY_FORMATS[self.key_format]
-
-    def key_columns(self) -> dict[str, str]:
-        """Column name -> Spark SQL type of the key's fields (none for a key read as text)."""
-        return dict(self.key_schema or {}) if self.key_format_kind.needs_schema else {}
-
-    @property
-    def reads_registry(self) -> bool:
-        """Records are read through spec.kafka.schemaRegistry."""
-        return self.value_format.reads_registry(self)
-
-    def columns(self) -> set[str]:
-        return record_columns(self.format, self.schema_, self.key_columns())
 
     def value_columns(self) -> set[str]:
         """The columns a join brings into the stream (metadata and the key stay behind)."""
