@@ -128,15 +128,20 @@ class SinkFormatKind:
     realtime_refused: str | None = None
 
 
-# Spark's real-time mode refuses the Python UDF (ArrowEvalPythonExec) that encodes Avro.
-_AVRO = SinkFormatKind(needs_registry=True, realtime_refused=(
-    "avro is encoded in Python, which Spark's real-time mode does not run; use format json and keyFormat string, "))
+# Spark's real-time mode refuses the Python UDF (ArrowEvalPythonExec) that encodes Avro and Protobuf.
+def _encoded_in_python(name: str) -> SinkFormatKind:
+    return SinkFormatKind(needs_registry=True, realtime_refused=(
+        f"{name} is encoded in Python, which Spark's real-time mode does not run; use format json and keyFormat "
+        "string, "))
+
+
+_AVRO, _PROTOBUF = _encoded_in_python("avro"), _encoded_in_python("protobuf")
 # How a Kafka sink writes record values, and keys. Kept apart from the sources' VALUE_FORMATS: a format
 # may be read and not written, or the other way round.
-SinkValueFormat = Literal["json", "avro"]
-SINK_VALUE_FORMATS: dict[str, SinkFormatKind] = {"json": SinkFormatKind(), "avro": _AVRO}
-SinkKeyFormat = Literal["string", "avro"]
-SINK_KEY_FORMATS: dict[str, SinkFormatKind] = {"string": SinkFormatKind(), "avro": _AVRO}
+SinkValueFormat = Literal["json", "avro", "protobuf"]
+SINK_VALUE_FORMATS: dict[str, SinkFormatKind] = {"json": SinkFormatKind(), "avro": _AVRO, "protobuf": _PROTOBUF}
+SinkKeyFormat = Literal["string", "avro", "protobuf"]
+SINK_KEY_FORMATS: dict[str, SinkFormatKind] = {"string": SinkFormatKind(), "avro": _AVRO, "protobuf": _PROTOBUF}
 
 
 def _registry_formats(formats: dict[str, SinkFormatKind]) -> list[str]:
@@ -163,7 +168,7 @@ SINKS_NEED_A_REGISTRY = cel(
 
 
 class KafkaSink(SinkTarget):
-    """Write each row to a topic: a JSON object of its value columns, or an Avro record (format)."""
+    """Write each row to a topic: a JSON object of its value columns, or an Avro or Protobuf message (format)."""
 
     model_config = api_config(cel(
         f"!has(self.subject) || (has(self.format) && self.format in {_VALUE_REGISTRY_LIST})",
@@ -180,23 +185,28 @@ class KafkaSink(SinkTarget):
         default="json",
         description="How values are written: 'json', a JSON object of the value columns (timestamps ISO-8601 "
         "UTC); 'avro', an Avro record of the value columns in the Confluent wire format (a zero byte, the "
-        "schema id, the record), its schema derived from the stream's columns and registered under subject "
-        "in spec.kafka.schemaRegistry when the app starts.",
+        "schema id, the record); 'protobuf', a proto3 message of the value columns in the Confluent wire "
+        "format (a zero byte, the schema id, a zero byte for the first message, the message). The schema is "
+        "derived from the stream's columns and registered under subject in spec.kafka.schemaRegistry when "
+        "the app starts.",
     )
     subject: str | None = Field(
         default=None, min_length=1, max_length=255,
-        description="For format avro: the registry subject of the value schema. Default '<topic>-value' "
+        description="For format avro or protobuf: the registry subject of the value schema. Default "
+        "'<topic>-value' "
         "(TopicNameStrategy, the serializers' default).",
     )
     key_format: SinkKeyFormat = Field(
         default="string",
         description="How keys are written: 'string', the key column as text; 'avro', the key column as Avro "
-        "in the Confluent wire format (a struct column a record), its schema registered under the subject "
-        "'<topic>-key' in spec.kafka.schemaRegistry when the app starts. A null key is written as no key.",
+        "in the Confluent wire format (a struct column a record); 'protobuf', a message of the key column in "
+        "the Confluent wire format (a struct column's fields, or one field named after the column). The schema "
+        "is registered under the subject '<topic>-key' in spec.kafka.schemaRegistry when the app starts. A "
+        "null key is written as no key.",
     )
     register_schema: bool = Field(
         default=True,
-        description="For format or keyFormat avro: register the schema under its subject when the app starts "
+        description="For format or keyFormat avro or protobuf: register the schema under its subject when the app starts "
         "(the registry gives the id of an equal schema already there, and refuses one its compatibility "
         "rules do not allow). false: only look it up; the app does not start unless the subject holds "
         "exactly that schema (as the serializers' auto.register.schemas=false).",

@@ -20,7 +20,8 @@ import pytest
 import yaml
 
 from streamapp_testkit.manifests import click_sessions_manifest
-from streamapp_testkit.runtime import closed_click_windows, start_run, wait_while_running, watermark_flush
+from streamapp_testkit.runtime import (closed_click_windows, produce_in_turn, start_run, wait_while_running,
+                                      watermark_flush)
 from streamapp_api import contract
 from streamapp_testbed import clickstream
 from streamapp_testbed.kafka_admin import create_topic, read_topic
@@ -62,17 +63,6 @@ def avro_values(kafka, registry, topic: str, isolation: str = "read_committed") 
 
 def windows_of(values: list[dict]) -> Counter:
     return Counter((v["session_id"], v["uuid"], v["window_start"]) for v in values)
-
-
-def produce_in_turn(bootstrap: str, topic: str, events, partitions: int) -> None:
-    """Event i to partition i mod ``partitions``: the partitions advance through event time together,
-    so the 30 s watermark drops none as late (the plain-Python windows have no late rows)."""
-    from confluent_kafka import Producer
-
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
-    for i, event in enumerate(events):
-        producer.produce(topic, key=event.session_id, value=event.to_json(), partition=i % partitions)
-    assert producer.flush(60) == 0
 
 
 def test_windows_written_as_avro_are_read_back_with_confluent_s_deserializer(kafka, schema_registry, spark, names, tmp_path):
@@ -231,7 +221,7 @@ def test_a_lookup_only_sink_starts_when_the_subject_holds_its_schema_and_not_oth
     from streamapp_api import load
     from streamapp_runtime.run import runner
     from streamapp_runtime.run.settings import Settings
-    from streamapp_runtime.sinks.avro_encoding import SchemaRefused
+    from streamapp_runtime.sinks.schema_registration import SchemaRefused
     from streamapp_testkit.runtime import run_available_now
 
     topic, out = names("clicks"), names("windows")

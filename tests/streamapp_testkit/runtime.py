@@ -141,6 +141,17 @@ def wait_while_running(predicate, proc: subprocess.Popen, log, timeout: float = 
         time.sleep(0.5)
 
 
+def produce_in_turn(bootstrap: str, topic: str, events, partitions: int) -> None:
+    """Event i to partition i mod ``partitions``: the partitions advance through event time together,
+    so the 30 s watermark drops none as late (the plain-Python windows have no late rows)."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    for i, event in enumerate(events):
+        producer.produce(topic, key=event.session_id, value=event.to_json(), partition=i % partitions)
+    assert producer.flush(60) == 0
+
+
 def watermark_flush(events):
     """A click ten minutes after the newest event, to produce before a test's final run. Spark keeps the
     watermark a batch used, not the newest event time the batch saw: after a stop, the windows the last

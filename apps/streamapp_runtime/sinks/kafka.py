@@ -17,8 +17,8 @@ from streamapp_api.sinks import KafkaSink
 
 from streamapp_runtime.compile.avro_values import Registry
 from streamapp_runtime.compile.frame import INTERNAL_PREFIX, value_columns
-from streamapp_runtime.sinks import avro_schema
-from streamapp_runtime.sinks.avro_encoding import SchemaTarget
+from streamapp_runtime.sinks import avro_schema, protobuf_schema
+from streamapp_runtime.sinks.schema_registration import SchemaTarget
 from streamapp_runtime.sinks.kafka_values import KEY_ENCODERS, VALUE_ENCODERS, ColumnTarget
 
 NO_KEY = "streamapp.noKey"  # metadata of the key column of a sink that writes no key
@@ -40,10 +40,11 @@ def formats(sink: KafkaSink, where: str, query: str, registry: Registry | None =
         return None if registry is None else \
             SchemaTarget(registry, subject, sink.register_schema, f"{where}.kafka ({query})", part)
 
+    key_name = sink.key or "_key"
     value = ColumnTarget(f"{where}.kafka.format", lambda t: avro_schema.writer_schema(query, t),
-                         schemas(sink.value_subject(), "value"))
-    key = ColumnTarget(f"{where}.kafka.keyFormat", lambda t: avro_schema.key_schema(query, sink.key or "_key", t),
-                       schemas(sink.key_subject(), "key"))
+                         lambda t: protobuf_schema.value_schema(query, t), schemas(sink.value_subject(), "value"))
+    key = ColumnTarget(f"{where}.kafka.keyFormat", lambda t: avro_schema.key_schema(query, key_name, t),
+                       lambda t: protobuf_schema.key_schema(query, key_name, t), schemas(sink.key_subject(), "key"))
     return Formats(sink.format, sink.key_format, value, key)
 
 

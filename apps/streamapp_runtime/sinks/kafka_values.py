@@ -8,6 +8,7 @@ query writes with that column encoded, once the format's side effects are done (
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -15,7 +16,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
 
-from streamapp_runtime.sinks import avro_encoding, avro_schema
+from streamapp_runtime.sinks import avro_encoding, avro_schema, protobuf_encoding, protobuf_schema
+from streamapp_runtime.sinks.schema_registration import SchemaTarget, schema_id
 
 # ISO-8601 UTC timestamps in sink values (the session time zone is UTC).
 OUTPUT_JSON = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSXXX", "ignoreNullFields": "false"}
@@ -24,12 +26,14 @@ OUTPUT_JSON = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSXXX", "ignoreNullFie
 @dataclass(frozen=True)
 class ColumnTarget:
     """What an encoder may need of the sink for one column (the key or the value): the field naming its
-    format in messages (spec.sinks[0].kafka.format), the Avro schema of a column of a Spark type, and
-    where that schema goes (None: the app has no schema registry; the pure half has none either)."""
+    format in messages (spec.sinks[0].kafka.format), the Avro and the Protobuf schema of a column of a
+    Spark type, and where that schema goes (None: the app has no schema registry; the pure half has
+    none either)."""
 
     field: str
     avro_schema: Callable[[DataType], object]
-    registry: avro_encoding.SchemaTarget | None = None
+    protobuf_schema: Callable[[DataType], protobuf_schema.ProtoSchema]
+    registry: SchemaTarget | None = None
 
 
 @dataclass(frozen=True)
@@ -66,20 +70,49 @@ def _avro_key(keys: DataFrame, target: ColumnTarget) -> Column:
     return _checked_avro(F.col(f"`{keys.columns[0]}`"), keys.schema.fields[0].dataType, target)
 
 
-def _avro_encode(df: DataFrame, name: str, target: ColumnTarget) -> DataFrame:
-    data_type = df.schema[name].dataType
+def _registry(target: ColumnTarget, format_name: str) -> SchemaTarget:
     if target.registry is None:
-        raise ValueError(f"{target.field}: avro registers its schema in spec.kafka.schemaRegistry, which is not set")
-    schema = target.avro_schema(data_type)
-    schema_id = avro_encoding.schema_id(target.registry, schema)
-    return df.withColumn(name, avro_encoding.avro_column(F.col(name), schema, schema_id))
+        raise ValueError(f"{target.field}: {format_name} registers its schema in spec.kafka.schemaRegistry, which is "
+                         "not set")
+    return target.registry
+
+
+def _avro_encode(df: DataFrame, name: str, target: ColumnTarget) -> DataFrame:
+    schema = target.avro_schema(df.schema[name].dataType)
+    registered = schema_id(_registry(target, "avro"), json.dumps(schema))
+    return df.withColumn(name, avro_encoding.avro_column(F.col(name), schema, registered))
+
+
+def _checked_protobuf(column: Column, data_type: DataType, target: ColumnTarget) -> Column:
+    """``column`` as it is, its Protobuf schema derived now: a type Protobuf lacks stops --dry-run too."""
+    try:
+        target.protobuf_schema(data_type)
+    except protobuf_schema.NotProtobuf as exc:
+        raise ValueError(f"{target.field}: {exc}") from exc
+    return column
+
+
+def _protobuf_value(values: DataFrame, target: ColumnTarget) -> Column:
+    return _checked_protobuf(F.struct(*[F.col(f"`{c}`") for c in values.columns]), values.schema, target)
+
+
+def _protobuf_key(keys: DataFrame, target: ColumnTarget) -> Column:
+    return _checked_protobuf(F.col(f"`{keys.columns[0]}`"), keys.schema.fields[0].dataType, target)
+
+
+def _protobuf_encode(df: DataFrame, name: str, target: ColumnTarget) -> DataFrame:
+    schema = target.protobuf_schema(df.schema[name].dataType)
+    registered = schema_id(_registry(target, "protobuf"), schema.text(), "PROTOBUF")
+    return df.withColumn(name, protobuf_encoding.protobuf_column(F.col(name), schema, registered))
 
 
 VALUE_ENCODERS: dict[str, Encoder] = {
     "json": Encoder(_json_value),
     "avro": Encoder(_avro_value, _avro_encode),
+    "protobuf": Encoder(_protobuf_value, _protobuf_encode),
 }
 KEY_ENCODERS: dict[str, Encoder] = {
     "string": Encoder(_string_key),
     "avro": Encoder(_avro_key, _avro_encode),
+    "protobuf": Encoder(_protobuf_key, _protobuf_encode),
 }

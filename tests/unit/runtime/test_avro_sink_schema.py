@@ -1,6 +1,6 @@
 """The Avro writer schema a Kafka sink derives from its stream's Spark types, the wire format it
 encodes records in, and what it says when the registry refuses the schema (streamapp_runtime.sinks.
-avro_schema, avro_encoding): pure."""
+avro_schema, avro_encoding, schema_registration): pure."""
 
 from __future__ import annotations
 
@@ -32,8 +32,9 @@ from pyspark.sql.types import (
 )
 
 from streamapp_runtime.compile.avro_values import Registry
-from streamapp_runtime.sinks.avro_encoding import SchemaTarget, encode_records, refusal, wire_format_header
+from streamapp_runtime.sinks.avro_encoding import encode_records, wire_format_header
 from streamapp_runtime.sinks.avro_schema import NotAvro, avro_type, key_schema, record_name, writer_schema
+from streamapp_runtime.sinks.schema_registration import SchemaTarget, refusal
 
 pytestmark = pytest.mark.unit
 
