@@ -55,3 +55,17 @@ def test_a_bad_expression_is_named_by_its_step(spark, tmp_path, edit, message):
     with pytest.raises(StepError) as raised:
         _dry_run(spark, _example("click-sessions", edit, checked=False), tmp_path)
     assert str(raised.value).startswith(message)
+
+
+def test_a_column_a_protobuf_sink_cannot_write_is_named_without_starting(spark, tmp_path):
+    def edit(text: str) -> str:
+        text = text.replace("kafka:\n    bootstrapServers: kafka:9092",
+                            "kafka:\n    bootstrapServers: kafka:9092\n    schemaRegistry: {url: 'http://127.0.0.1:9'}")
+        text = text.replace('"sum(time_spent)"', '"sum(cast(time_spent AS decimal(12, 2)))"')
+        return text.replace("{topic: session-summaries, key: session_id}",
+                            "{topic: session-summaries, key: session_id, format: protobuf}")
+
+    with pytest.raises(ValueError) as raised:
+        _dry_run(spark, _example("click-sessions", edit), tmp_path)  # no registry is reached: none listens there
+    assert str(raised.value) == ("spec.sinks[0].kafka.format: column 'time_spent': type decimal(22,2) has no Protobuf "
+                                 "type here; cast it (to string, bigint, double, timestamp...) in a select step")

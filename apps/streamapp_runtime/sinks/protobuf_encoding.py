@@ -20,7 +20,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.types import ArrayType, DataType, MapType, StructType, TimestampNTZType, TimestampType
 
-from streamapp_runtime.sinks.avro_encoding import wire_format_header
+from streamapp_runtime.compile.avro_values import HEADER, MAGIC
 from streamapp_runtime.sinks.protobuf_schema import ProtoSchema
 
 FIRST_MESSAGE = b"\x00"  # the message indexes [0], as the serializers write them
@@ -72,13 +72,14 @@ def fields_converter(struct: StructType) -> Callable[[dict], dict]:
     return lambda row: {name: convert(row[name]) for name, convert in fields if row[name] is not None}
 
 
-# Message classes and converters by the schema's text, in each Python worker: built once per process.
-_BUILT: dict[str, tuple[Any, Callable[[Any], dict]]] = {}
+# Message classes and converters by the schema's text (and whether a value is a scalar key's), in each
+# Python worker: built once per process, not once per batch.
+_BUILT: dict[tuple[str, bool], tuple[Any, Callable[[Any], dict]]] = {}
 
 
 def _built(schema: ProtoSchema) -> tuple[Any, Callable[[Any], dict]]:
-    text = schema.text()
-    if text not in _BUILT:
+    built = (schema.text(), schema.wrapped)
+    if built not in _BUILT:
         from google.protobuf.message_factory import GetMessageClass
 
         from streamapp_api.protobuf_schemas import new_pool
@@ -89,10 +90,10 @@ def _built(schema: ProtoSchema) -> tuple[Any, Callable[[Any], dict]]:
         fields = fields_converter(schema.columns)
         if schema.wrapped:
             name = schema.columns.fields[0].name
-            _BUILT[text] = (message_class, lambda value: fields({name: value}))
+            _BUILT[built] = (message_class, lambda value: fields({name: value}))
         else:
-            _BUILT[text] = (message_class, fields)
-    return _BUILT[text]
+            _BUILT[built] = (message_class, fields)
+    return _BUILT[built]
 
 
 def encode_messages(schema: ProtoSchema, header: bytes, records: list) -> list[bytes | None]:
@@ -104,7 +105,7 @@ def encode_messages(schema: ProtoSchema, header: bytes, records: list) -> list[b
 
 
 def protobuf_header(schema_id: int) -> bytes:
-    return wire_format_header(schema_id) + FIRST_MESSAGE
+    return HEADER.pack(MAGIC, schema_id) + FIRST_MESSAGE
 
 
 def protobuf_column(value, schema: ProtoSchema, schema_id: int):
