@@ -14,6 +14,7 @@ from typing import Any, Iterator
 
 from .base import MAX_EXPR
 from .errors import Issue, Loc, format_path, shown
+from .sources import MAX_WRITER_SCHEMA
 
 # The whole document as the API server stores it is at most ~1.5 MiB (etcd); a StreamApp's spec is a
 # few KiB. Bounds with room for the largest real pipelines, far below what takes a checker seconds.
@@ -31,6 +32,9 @@ MAX_BRACKET_DEPTH = 32  # parentheses and brackets inside one another in one SQL
 # The SQL texts of a step (streamapp_api.expressions.expression_sites): they may span lines.
 _SQL_FIELDS = frozenset({"filter", "keyBy", "sql", "select", "withColumns", "aggregate", "accumulate"})
 _LINE_BREAKS = frozenset("\t\n\r")
+# Texts that may span lines and be longer than MAX_STRING besides SQL: a source's or table's Avro writer
+# schema (JSON, pasted as a YAML block).
+_LONG_TEXT_FIELDS = {("avro", "writerSchema"): MAX_WRITER_SCHEMA}
 # Unicode categories refused in every string: controls, format characters (zero-width, bidi
 # overrides, byte-order marks), line and paragraph separators, surrogates, private use, unassigned.
 _REFUSED_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Zs", "Cs", "Co", "Cn"})
@@ -56,15 +60,23 @@ def _is_sql(loc: Loc) -> bool:
     return len(loc) >= 6 and loc[:2] == ("spec", "streams") and loc[3] == "steps" and loc[5] in _SQL_FIELDS
 
 
+def _long_text_limit(loc: Loc) -> int | None:
+    """The length limit of a text field that may span lines (spec.sources[i].avro.writerSchema), else None."""
+    if len(loc) == 5 and loc[:2] in (("spec", "sources"), ("spec", "tables")):
+        return _LONG_TEXT_FIELDS.get((str(loc[3]), str(loc[4])))
+    return None
+
+
 def _text_issues(text: str, loc: Loc, what: str) -> Iterator[Issue]:
     path = format_path(loc)
     sql = what == "value" and _is_sql(loc)
-    limit = MAX_EXPR if sql else (MAX_KEY if what == "key" else MAX_STRING)
+    long_text = _long_text_limit(loc) if what == "value" else None
+    limit = MAX_EXPR if sql else (MAX_KEY if what == "key" else long_text or MAX_STRING)
     if len(text) > limit:
         yield Issue(path, f"this {'SQL text' if sql else what} is {len(text)} characters long; at most {limit} "
                     "are allowed")
         return
-    found = refused_character(text, line_breaks=sql)
+    found = refused_character(text, line_breaks=sql or long_text is not None)
     if found is not None:
         index, char = found
         allowed = "" if not sql else " (SQL may span lines: tabs and line breaks are fine)"

@@ -8,8 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .avro_schemas import avro_columns
 from .protobuf_schemas import field_problem, message_columns, top_level_messages
-from .schema_registry import Registry, avro_columns
+from .schema_registry import Registry
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
+from .avro_schemas import writer_schema_columns
 from .base import COLUMN_HELP, COLUMN_PATTERN
 from .checkpoint import VOLUME_FIELDS
 from .contract import (
@@ -104,6 +105,20 @@ def _key_ok(source: Source | Table, path: str) -> Iterator[Issue]:
         yield Issue(f"{path}.keySchema", KEY_COLUMN_TAKEN)
 
 
+def _writer_schema_ok(source: Source | Table, path: str) -> Iterator[Issue]:
+    """Plain Avro values: the writer schema is a record the runtime can read, and has the schema's columns."""
+    assert source.avro is not None
+    try:
+        fields = writer_schema_columns(source.avro.writer_schema)
+    except ValueError as exc:
+        yield Issue(f"{path}.avro.writerSchema", f"the values cannot be read with this schema: {exc}")
+        return
+    for column in source.schema_ or {}:
+        if column not in fields:
+            yield Issue(f"{path}.schema[{column}]", f"{column!r} is not a field of avro.writerSchema (its fields: "
+                        f"{', '.join(fields)})")
+
+
 def check_source(source: Source | Table, path: str) -> Iterator[Issue]:
     if isinstance(source, Source) and (source.topic is None) == (source.topics is None):
         yield Issue(f"{path}.topic", "set exactly one of topic or topics")
@@ -119,6 +134,8 @@ def check_source(source: Source | Table, path: str) -> Iterator[Issue]:
                 yield Issue(f"{path}.{key}", options_need_their_format(name, key))
             if source.subject is not None:
                 yield Issue(f"{path}.subject", subject_without_a_registry(key))
+    if source.avro is not None:
+        yield from _writer_schema_ok(source, path)
     yield from _key_ok(source, path)
     for field_name, mapping in (("schema", source.schema_), ("keySchema", source.key_schema)):
         yield from _columns_ok(mapping, f"{path}.{field_name}")

@@ -1,9 +1,9 @@
 """A schema registry of the Confluent REST API as the runtime and ``streamapp validate`` read it: the
-client (GET; POST for the Kafka sink's registration), subject naming, and the columns a registered schema gives, per schema type.
+client (GET; POST for the Kafka sink's registration), subject naming, and a schema's type.
 
 No pyspark here: the runtime decodes records (streamapp_runtime/compile/avro_values.py,
-protobuf_values.py); this module, protobuf_schemas.py and registry_columns.py say what a schema is, so
-the runtime at start and ``validate`` before an apply check a spec the same way.
+protobuf_values.py); this module, avro_schemas.py, protobuf_schemas.py and registry_columns.py say what
+a schema is, so the runtime at start and ``validate`` before an apply check a spec the same way.
 """
 
 from __future__ import annotations
@@ -15,12 +15,6 @@ import urllib.request
 from base64 import b64encode
 from dataclasses import dataclass
 from typing import Any
-
-# Avro's primitive types -> Spark SQL types of the columns they become.
-_SPARK_TYPES = {"string": "string", "long": "bigint", "int": "int", "double": "double", "float": "float",
-                "boolean": "boolean", "bytes": "binary"}
-# Logical types whose values fastavro gives as Python objects Spark reads as its own.
-_SPARK_LOGICAL = {"timestamp-millis": "timestamp", "timestamp-micros": "timestamp", "date": "date"}
 
 
 class RegistryError(RuntimeError):
@@ -94,35 +88,3 @@ def topic_subject(topic: str, part: str = "value") -> str:
 def schema_type(answer: dict[str, Any]) -> str:
     """The registry's type of a schema it answered with (Avro when it says none, as the API does). Pure."""
     return str(answer.get("schemaType") or "AVRO")
-
-
-def spark_type(avro_type: Any) -> str:
-    """The Spark SQL type of an Avro field type (a nullable union is its other branch). Pure."""
-    if isinstance(avro_type, list):
-        branches = [t for t in avro_type if t != "null"]
-        if len(branches) != 1:
-            raise ValueError(f"union {avro_type}: only a union of null and one type becomes a column")
-        return spark_type(branches[0])
-    if isinstance(avro_type, dict):
-        if avro_type.get("logicalType") in _SPARK_LOGICAL:
-            return _SPARK_LOGICAL[avro_type["logicalType"]]
-        kind = avro_type["type"]
-        if kind == "record":
-            return "struct<" + ",".join(f"`{f['name']}`:{spark_type(f['type'])}" for f in avro_type["fields"]) + ">"
-        if kind == "array":
-            return f"array<{spark_type(avro_type['items'])}>"
-        if kind == "map":
-            return f"map<string,{spark_type(avro_type['values'])}>"
-        if kind == "enum":
-            return "string"
-        return spark_type(kind)
-    if avro_type in _SPARK_TYPES:
-        return _SPARK_TYPES[avro_type]
-    raise ValueError(f"Avro type {avro_type!r} has no column type here")
-
-
-def avro_columns(schema: Any, subject: str) -> dict[str, str]:
-    """Column name -> Spark SQL type, one per field of an Avro record schema. Pure."""
-    if not isinstance(schema, dict) or schema.get("type") != "record":
-        raise ValueError(f"subject {subject!r}: the value schema is not an Avro record")
-    return {f["name"]: spark_type(f["type"]) for f in schema["fields"]}

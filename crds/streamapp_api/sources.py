@@ -190,7 +190,8 @@ class Kafka(ApiModel):
     schema_registry: SchemaRegistry | None = Field(
         default=None,
         description="The schema registry sources and tables of format avro or protobuf read schemas from. "
-        "Required when one has format avro, or format protobuf without protobuf.descriptorSet.",
+        "Required when one has format avro without avro.writerSchema, or format protobuf without "
+        "protobuf.descriptorSet.",
     )
 
 
@@ -249,8 +250,10 @@ class ValueFormatKind:
 ValueFormat = Literal["json", "string", "avro", "protobuf"]
 VALUE_FORMATS: dict[str, ValueFormatKind] = {
     "json": ValueFormatKind(needs_schema=True, can_be_malformed=True),
-    # The schema names the columns read of the subject's Avro record (its latest version at start).
-    "avro": ValueFormatKind(needs_schema=True, can_be_malformed=True, needs_registry=True, registry_type="AVRO"),
+    # The schema names the columns read of the subject's Avro record (its latest version at start), or,
+    # with `avro`, of the one writer schema of plain Avro values.
+    "avro": ValueFormatKind(needs_schema=True, can_be_malformed=True, needs_registry=True, registry_type="AVRO",
+                            options_field="avro"),
     # The schema names the fields read of each record's message: the one its wire format names in the
     # registry's schema, or, with `protobuf`, the one message of a descriptor set (plain payloads).
     "protobuf": ValueFormatKind(needs_schema=True, can_be_malformed=True, needs_registry=True,
@@ -347,6 +350,29 @@ class ProtobufDescriptors(ApiModel):
         "imports: the output of 'protoc --include_imports --descriptor_set_out=FILE', stored with "
         "'kubectl create configmap NAME --from-file=KEY=FILE' (binary data). Read once when the app starts."
     )
+
+
+# Characters of an Avro writer schema's JSON: room for records of a few hundred fields, far below what
+# takes the admission check long to read (limits.py lets this field, and SQL, be longer than other text).
+MAX_WRITER_SCHEMA = 64 * 1024
+
+
+class AvroWriterSchema(ApiModel):
+    """Avro records without a schema registry: each value is plain Avro binary of one writer schema, with
+    no header (as Flink's avro format and fixed-schema producers write them)."""
+
+    writer_schema: str = Field(
+        min_length=1, max_length=MAX_WRITER_SCHEMA,
+        description="The Avro schema (JSON) of an Avro record every value is written with, e.g. "
+        "'{\"type\": \"record\", \"name\": \"Click\", \"fields\": [{\"name\": \"user\", \"type\": \"string\"}]}'. "
+        "Each column of schema must be a field of it. At most 64 KiB; it may span lines.",
+    )
+
+
+def _avro_field() -> Any:
+    return Field(default=None, description="For format avro: read plain Avro values of one writer schema, "
+                 "with no header, instead of the Confluent wire format through spec.kafka.schemaRegistry. A "
+                 "value that does not decode with it goes to the dead-letter topic with the reason.")
 
 
 def _protobuf_field() -> Any:
@@ -497,7 +523,8 @@ class Source(_ReadsRecords, ApiModel):
     schema_: Annotated[SchemaMap | None, RESTART] = _schema_field(
         "Columns of a JSON value: column name -> Spark SQL type (string, long, double, boolean, "
         "timestamp, array<...>, struct<...>). Required for format json; for format avro, fields of "
-        "the Avro record with their Spark SQL types (checked against the registry at start); for "
+        "the Avro record with their Spark SQL types (checked against the registry at start, "
+        "or against avro.writerSchema); for "
         "format protobuf, fields of the message (a message is a struct, a repeated field an array, "
         "google.protobuf.Timestamp a timestamp, an enum a string). Every "
         "row also carries the metadata columns _key, _timestamp, _topic, _partition and _offset."
@@ -506,6 +533,7 @@ class Source(_ReadsRecords, ApiModel):
     key_format: Annotated[KeyFormat, RESTART] = _key_fields()["format"]
     key_schema: Annotated[SchemaMap | None, RESTART] = _key_fields()["schema"]
     key_subject: Annotated[str | None, RESTART] = _key_fields()["subject"]
+    avro: Annotated[AvroWriterSchema | None, RESTART] = _avro_field()
     protobuf: Annotated[ProtobufDescriptors | None, RESTART] = _protobuf_field()
     event_time: Annotated[Column | None, _SOURCE_STATE] = Field(
         default=None,
@@ -577,6 +605,7 @@ class Table(_ReadsRecords, ApiModel):
     key_format: Annotated[KeyFormat, _TABLE_STATE] = _key_fields()["format"]
     key_schema: Annotated[SchemaMap | None, _TABLE_STATE] = _key_fields()["schema"]
     key_subject: Annotated[str | None, RESTART] = _key_fields()["subject"]
+    avro: Annotated[AvroWriterSchema | None, RESTART] = _avro_field()
     protobuf: Annotated[ProtobufDescriptors | None, RESTART] = _protobuf_field()
     ttl: Annotated[Duration | None, _TTL] = Field(
         default=None,

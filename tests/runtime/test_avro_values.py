@@ -273,3 +273,50 @@ def test_avro_keys_become_columns_and_json_in_key_and_an_unreadable_key_says_why
     assert [(r._key, r.user_id, r.user, r.n, r[ERROR]) for r in rows[:1]] == [('{"user_id":"u1"}', "u1", "a", 1, None)]
     assert rows[1][ERROR].startswith("key: not in the Confluent wire format") and rows[1].user_id is None
     assert rows[2][ERROR] == "key: none, and keyFormat avro needs one"
+
+
+def _plain_avro(schema: dict, record: dict) -> bytes:
+    """A record as plain Avro binary of ``schema``, no header: what Flink's avro format writes."""
+    import io
+
+    from fastavro import parse_schema, schemaless_writer
+
+    out = io.BytesIO()
+    schemaless_writer(out, parse_schema(schema), record)
+    return out.getvalue()
+
+
+@pytest.mark.slow
+def test_an_app_reads_plain_avro_values_of_its_writer_schema_without_a_registry_and_dead_letters_the_rest(
+        kafka, spark, names, tmp_path):
+    """format avro with avro.writerSchema: no registry, each value plain Avro of that schema. Values that
+    do not decode with it (garbage, a record cut short) or are null reach the dead-letter topic untouched,
+    with the reason in a header."""
+    from streamapp_testkit.runtime import app, consume, run_available_now
+
+    topic, out, dlq = names("clicks"), names("out"), names("dlq")
+    for name in (topic, out, dlq):
+        create_topic(kafka.bootstrap, name, partitions=1)
+    good = [_plain_avro(CLICK_V1, {"user": user, "n": n, "at": 0}) for user, n in (("a", 1), ("b", 2))]
+    truncated = _plain_avro(CLICK_V1, {"user": "t", "n": 3, "at": 0})[:-1]
+    produce(kafka.bootstrap, topic, [(b"a", good[0]), (b"g", b'{"user": "g"}'), (b"t", truncated), (b"z", None),
+                                     (b"b", good[1])])
+    the_app = app(names("app"), {
+        "kafka": {"bootstrapServers": "kafka:9092"},
+        "sources": [{"name": "clicks", "topic": topic, "format": "avro", "avro": {"writerSchema": json.dumps(CLICK_V1, indent=2)},
+                     "schema": {"user": "string", "n": "long", "at": "timestamp"}, "eventTime": "at"}],
+        "sinks": [{"from": "clicks", "kafka": {"topic": out}}],
+        "deadLetter": {"topic": dlq},
+    })
+
+    run_available_now(spark, the_app, kafka, tmp_path)
+
+    rows = consume(kafka.bootstrap, out, to_end=True)
+    assert [(r["value"]["user"], r["value"]["n"]) for r in rows] == [("a", 1), ("b", 2)]
+    letters = {r["key"]: r for r in consume(kafka.bootstrap, dlq, to_end=True)}
+    assert sorted(letters) == ["g", "t", "z"]
+    where = "clicks.avro.writerSchema"
+    assert letters["g"]["headers"]["streamapp.error"] == f"malformed Avro for {where}: EOFError: Expected -62 bytes, read 12"
+    assert letters["t"]["headers"]["streamapp.error"] == f"malformed Avro for {where}: EOFError: the value ends inside the record"
+    assert letters["z"]["headers"]["streamapp.error"] == "null value: a stream record needs an Avro value"
+    assert letters["g"]["value"] == {"user": "g"}  # untouched: it can be replayed once fixed

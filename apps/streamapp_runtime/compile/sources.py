@@ -21,7 +21,7 @@ from streamapp_api.protobuf_schemas import top_level_messages
 from streamapp_api.schema_registry import Registry, topic_subject
 
 from streamapp_runtime import spark_compat
-from streamapp_runtime.compile.avro_values import ReaderSchema, avro_values
+from streamapp_runtime.compile.avro_values import FixedSchema, ReaderSchema, avro_values
 from streamapp_runtime.compile.frame import Frame
 from streamapp_runtime.compile.protobuf_values import (DescriptorSetMessages, RegistryMessages, check_columns,
                                                        protobuf_values, read_descriptor_set)
@@ -208,12 +208,19 @@ def _avro_column(item: Source | Table, column: str, topic_column: str, part: str
 
 
 def _parse_avro(raw: DataFrame, item: Source | Table, keep: list[Column], options: dict[str, str]) -> DataFrame:
-    """Avro records in the Confluent wire format (compile/avro_values.py), read as the latest version of
-    the item's subject (default: each topic's value subject) when the app starts; ``__error`` says why a
-    record cannot be read."""
+    """Avro records (compile/avro_values.py): in the Confluent wire format, read as the latest version of
+    the item's subject (default: each topic's value subject) when the app starts, or plain Avro values of
+    the item's avro.writerSchema; ``__error`` says why a record cannot be read."""
     schema = item.schema_ or {}
-    decoded = _avro_column(item, "value", "topic", "value", schema, options)
-    return _decoded(raw, item, keep, decoded)
+    if item.avro is None:
+        return _decoded(raw, item, keep, _avro_column(item, "value", "topic", "value", schema, options))
+    fixed = FixedSchema(item.avro.writer_schema, f"{item.name}.avro.writerSchema")
+    fixed.check()
+    missing = sorted(set(schema) - set(fixed.columns()))
+    if missing:  # the admission check refuses these; a spec that skipped it stops here, not in a task
+        raise ValueError(f"{item.name}.schema: {', '.join(map(repr, missing))} not a field of {fixed.where} "
+                         f"(fields: {', '.join(fixed.columns())})")
+    return _decoded(raw, item, keep, avro_values(F.col("value"), None, fixed, ERROR))
 
 
 def _decoded(raw: DataFrame, item: Source | Table, keep: list[Column], decoded: Column) -> DataFrame:

@@ -1,6 +1,7 @@
 """Semantic checks as tables: a small valid app, one change, the exact finding (or none)."""
 
 import copy
+import json
 import subprocess
 import sys
 
@@ -282,6 +283,56 @@ def test_protobuf_described_by_a_descriptor_set_needs_no_registry():
                                                              "or describe the records with protobuf")]
 
 
+CLICK = {"type": "record", "name": "Click", "fields": [
+    {"name": "user", "type": "string"}, {"name": "event", "type": ["null", "string"]},
+    {"name": "amount", "type": "double"}, {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}}]}
+
+
+def _writer_schema(text):
+    """The first source and the table read plain Avro values of the writer schema ``text``."""
+    doc = _with_source(format="avro", avro={"writerSchema": text})
+    doc["spec"]["tables"][0].update(format="avro", avro={"writerSchema": json.dumps(
+        {"type": "record", "name": "Profile", "fields": [{"name": n, "type": "string"} for n in ("user", "tier", "event")]})})
+    return doc
+
+
+def test_avro_of_one_writer_schema_needs_no_registry_and_may_span_lines_beyond_other_texts():
+    # indented JSON over lines, longer than any other text but SQL may be (limits.MAX_STRING)
+    padded = {**CLICK, "doc": "x" * 9000}
+    assert errors(_writer_schema(json.dumps(padded, indent=2))) == []
+    doc = _writer_schema(json.dumps(CLICK))
+    doc["spec"]["tables"][0].pop("avro")
+    assert errors(doc) == [("spec.tables[0].format", "format avro reads each record's schema from a registry: "
+                            "set spec.kafka.schemaRegistry, or describe the records with avro")]
+
+
+@pytest.mark.parametrize("text, path, message", [
+    ("{'type': 'record'}", "spec.sources[0].avro.writerSchema",
+     "the values cannot be read with this schema: not JSON: Expecting property name enclosed in double quotes"),
+    ('"string"', "spec.sources[0].avro.writerSchema",
+     'the values cannot be read with this schema: not an Avro record schema: write {"type": "record"'),
+    ('{"type": "record", "name": "Click"}', "spec.sources[0].avro.writerSchema",
+     "the values cannot be read with this schema: an Avro record needs a name and a list of fields"),
+    (json.dumps({**CLICK, "fields": [*CLICK["fields"], {"name": "id", "type": {"type": "fixed", "name": "Id", "size": 16}}]}),
+     "spec.sources[0].avro.writerSchema",
+     "the values cannot be read with this schema: field 'id': Avro type 'fixed' has no column type here"),
+    (json.dumps({**CLICK, "fields": [*CLICK["fields"], {"name": "both", "type": ["int", "string"]}]}),
+     "spec.sources[0].avro.writerSchema", "field 'both': union ['int', 'string']: only a union of null and one type"),
+    (json.dumps({**CLICK, "fields": [*CLICK["fields"], {"name": "r", "type": {"type": "record"}}]}),
+     "spec.sources[0].avro.writerSchema", "field 'r': not an Avro type (KeyError: 'fields')"),
+    ('{"type": "record", "name": "Deep", "fields": [' + "[" * 65 + "]" * 65 + "]}", "spec.sources[0].avro.writerSchema",
+     "the values cannot be read with this schema: nests brackets 67 deep; at most 64 are allowed"),
+    (json.dumps({**CLICK, "fields": CLICK["fields"][:3]}), "spec.sources[0].schema[ts]",
+     "'ts' is not a field of avro.writerSchema (its fields: user, event, amount)"),
+    (json.dumps({**CLICK, "doc": "x" * 70_000}), "spec.sources[0].avro.writerSchema",
+     "characters long; at most 65536 are allowed"),
+    (json.dumps(CLICK).replace(", ", ",\u2028"), "spec.sources[0].avro.writerSchema", "U+2028 (LINE SEPARATOR)"),
+])
+def test_a_writer_schema_the_values_cannot_be_read_with_is_refused_naming_the_field(text, path, message):
+    found = errors(_writer_schema(text))
+    assert any(p == path and message in m for p, m in found), found
+
+
 def _with_source(**fields):
     doc = copy.deepcopy(BASE)
     doc["spec"]["sources"][0].update(fields)
@@ -300,6 +351,10 @@ def _with_source(**fields):
      "records described by protobuf are read without a registry: remove subject"),
     (_with_source(format="protobuf", schema={"user": "string"}, protobuf={**DESCRIBED, "message": "shop..Order"}),
      "spec.sources[0].protobuf.message", "use a Protobuf message's full name: its package, a dot and its name"),
+    (_with_source(avro={"writerSchema": json.dumps(CLICK)}), "spec.sources[0].avro",
+     "avro describes records of format avro: remove it, or set format avro"),
+    (_with_source(format="avro", subject="s", avro={"writerSchema": json.dumps(CLICK)}), "spec.sources[0].subject",
+     "records described by avro are read without a registry: remove subject"),
     (_with_source(format="avro", schema={"user": "string"}), "spec.sources[0].format",
      "format avro reads each record's schema from a registry: set spec.kafka.schemaRegistry"),
     (_with_source(keyFormat="avro", keySchema={"id": "string"}), "spec.sources[0].keyFormat",

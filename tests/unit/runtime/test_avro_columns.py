@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
-from streamapp_api.schema_registry import spark_type, topic_subject
+from streamapp_api.avro_schemas import spark_type
+from streamapp_api.schema_registry import topic_subject
 from streamapp_runtime.compile.avro_values import ReaderSchema
 
 pytestmark = pytest.mark.unit
