@@ -53,21 +53,29 @@ def _string_key(keys: DataFrame, target: ColumnTarget) -> Column:
     return F.col(f"`{keys.columns[0]}`").cast("string")
 
 
-def _checked_avro(column: Column, data_type: DataType, target: ColumnTarget) -> Column:
-    """``column`` as it is, its Avro schema derived now: a type Avro lacks stops --dry-run too."""
-    try:
-        target.avro_schema(data_type)
-    except avro_schema.NotAvro as exc:
-        raise ValueError(f"{target.field}: {exc}") from exc
-    return column
+def _schema_checked(derive: Callable[[ColumnTarget, DataType], object], refused: type[Exception]
+                   ) -> tuple[Callable[[DataFrame, ColumnTarget], Column], Callable[[DataFrame, ColumnTarget], Column]]:
+    """The column halves (value, key) of a format whose schema is derived from the column's Spark type: the
+    column as it is, its schema derived now, so that a type the format lacks stops --dry-run too."""
+    def checked(column: Column, data_type: DataType, target: ColumnTarget) -> Column:
+        try:
+            derive(target, data_type)
+        except refused as exc:
+            raise ValueError(f"{target.field}: {exc}") from exc
+        return column
+
+    def value(values: DataFrame, target: ColumnTarget) -> Column:
+        return checked(F.struct(*[F.col(f"`{c}`") for c in values.columns]), values.schema, target)
+
+    def key(keys: DataFrame, target: ColumnTarget) -> Column:
+        return checked(F.col(f"`{keys.columns[0]}`"), keys.schema.fields[0].dataType, target)
+
+    return value, key
 
 
-def _avro_value(values: DataFrame, target: ColumnTarget) -> Column:
-    return _checked_avro(F.struct(*[F.col(f"`{c}`") for c in values.columns]), values.schema, target)
-
-
-def _avro_key(keys: DataFrame, target: ColumnTarget) -> Column:
-    return _checked_avro(F.col(f"`{keys.columns[0]}`"), keys.schema.fields[0].dataType, target)
+_avro_value, _avro_key = _schema_checked(lambda target, data_type: target.avro_schema(data_type), avro_schema.NotAvro)
+_protobuf_value, _protobuf_key = _schema_checked(lambda target, data_type: target.protobuf_schema(data_type),
+                                                 protobuf_schema.NotProtobuf)
 
 
 def _registry(target: ColumnTarget, format_name: str) -> SchemaTarget:
@@ -81,23 +89,6 @@ def _avro_encode(df: DataFrame, name: str, target: ColumnTarget) -> DataFrame:
     schema = target.avro_schema(df.schema[name].dataType)
     registered = schema_id(_registry(target, "avro"), json.dumps(schema))
     return df.withColumn(name, avro_encoding.avro_column(F.col(name), schema, registered))
-
-
-def _checked_protobuf(column: Column, data_type: DataType, target: ColumnTarget) -> Column:
-    """``column`` as it is, its Protobuf schema derived now: a type Protobuf lacks stops --dry-run too."""
-    try:
-        target.protobuf_schema(data_type)
-    except protobuf_schema.NotProtobuf as exc:
-        raise ValueError(f"{target.field}: {exc}") from exc
-    return column
-
-
-def _protobuf_value(values: DataFrame, target: ColumnTarget) -> Column:
-    return _checked_protobuf(F.struct(*[F.col(f"`{c}`") for c in values.columns]), values.schema, target)
-
-
-def _protobuf_key(keys: DataFrame, target: ColumnTarget) -> Column:
-    return _checked_protobuf(F.col(f"`{keys.columns[0]}`"), keys.schema.fields[0].dataType, target)
 
 
 def _protobuf_encode(df: DataFrame, name: str, target: ColumnTarget) -> DataFrame:
