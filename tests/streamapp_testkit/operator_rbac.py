@@ -71,6 +71,22 @@ def _literal(node: ast.AST) -> str | None:
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
 
+def _kinds_passed(where: str, node: ast.Call) -> set[str]:
+    """The kinds a ``kube.<verb>(kind, ...)`` call receives when ``kind`` is a parameter of the function
+    it is in: the literals every call of that function in the same file passes for that parameter."""
+    name = node.args[0].id if node.args and isinstance(node.args[0], ast.Name) else None
+    tree = ast.parse((REPO_DIR / where).read_text(), where)
+    enclosing = [f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)
+                 and f.lineno <= node.lineno <= (f.end_lineno or f.lineno)]
+    params = [a.arg for a in enclosing[-1].args.args] if enclosing and name else []
+    if name not in params:
+        return set()
+    at, function = params.index(name), enclosing[-1].name
+    passed = {_literal(c.args[at]) for c in ast.walk(tree) if isinstance(c, ast.Call)
+              and getattr(c.func, "id", None) == function and len(c.args) > at}
+    return set() if None in passed else passed
+
+
 def operator_calls() -> set[tuple[str, str, str]]:
     from streamapp_operator.observe.kube import child_kinds
 
@@ -80,6 +96,8 @@ def operator_calls() -> set[tuple[str, str, str]]:
         kind = _literal(node.args[0]) if node.args else None
         if verb in ("get", "list", "delete") and kind:
             needs.add((*resource(kind), verb))
+        elif verb in ("get", "list", "delete") and _kinds_passed(where, node):
+            needs |= {(*resource(k), verb) for k in _kinds_passed(where, node)}
         elif verb == "get" and where.endswith("observe/kube.py"):  # kube.get(kind, ...) over child_kinds()
             needs |= {(*resource(k), "get") for k, _ in child_kinds(network=True, ingress=True)}
         elif verb == "create":
