@@ -40,6 +40,13 @@ def check_realtime(app: StreamApp) -> list[Issue]:
         if source.max_offsets_per_trigger is not None:
             issues.append(Issue(f"spec.sources[{i}].maxOffsetsPerTrigger", "real-time mode reads records as they "
                                 f"arrive, without batches to cap (Spark refuses it); remove it, {_MICRO_BATCHES}"))
+    for i, source in enumerate(spec.sources):
+        for field, name, kind in (("format", source.format, source.value_format),
+                                  ("keyFormat", source.key_format, source.key_format_kind)):
+            if kind.decoded_in_python:
+                issues.append(Issue(f"spec.sources[{i}].{field}", f"real-time mode runs Spark's own functions only; "
+                                    f"{name} records are decoded in Python workers: read json or string, "
+                                    + _MICRO_BATCHES))
     if spec.udfs:
         issues.append(Issue("spec.udfs", f"real-time mode runs Spark's own functions only; a udf runs in Python "
                             f"workers: remove the udfs, {_MICRO_BATCHES}"))

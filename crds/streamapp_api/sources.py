@@ -221,6 +221,8 @@ class ValueFormatKind:
     # The source's or table's field of this format's own settings (its name in the spec), valid with
     # this format only; set, it describes the records itself and no registry is needed.
     options_field: str | None = None
+    # Records are decoded in Python workers (a pandas UDF), which Spark's real-time mode does not run.
+    decoded_in_python: bool = False
 
     def schema_problem(self, name: str, has_schema: bool) -> str | None:
         """Why the schema may not be (un)set for this format, or None."""
@@ -253,11 +255,11 @@ VALUE_FORMATS: dict[str, ValueFormatKind] = {
     # The schema names the columns read of the subject's Avro record (its latest version at start), or,
     # with `avro`, of the one writer schema of plain Avro values.
     "avro": ValueFormatKind(needs_schema=True, can_be_malformed=True, needs_registry=True, registry_type="AVRO",
-                            options_field="avro"),
+                            options_field="avro", decoded_in_python=True),
     # The schema names the fields read of each record's message: the one its wire format names in the
     # registry's schema, or, with `protobuf`, the one message of a descriptor set (plain payloads).
     "protobuf": ValueFormatKind(needs_schema=True, can_be_malformed=True, needs_registry=True,
-                                registry_type="PROTOBUF", options_field="protobuf"),
+                                registry_type="PROTOBUF", options_field="protobuf", decoded_in_python=True),
     "string": ValueFormatKind(needs_schema=False, can_be_malformed=False, columns={"value": "string"}),
 }
 
@@ -392,6 +394,8 @@ class KeyFormatKind:
     needs_schema: bool
     # The registry's type of the key schemas this format reads (ValueFormatKind.registry_type); None: none.
     registry_type: str | None = None
+    # Keys are decoded in Python workers (ValueFormatKind.decoded_in_python).
+    decoded_in_python: bool = False
 
 
 # How record keys are read: 'string' keeps the key's bytes as text in _key (as Kafka Streams' string
@@ -399,8 +403,8 @@ class KeyFormatKind:
 KeyFormat = Literal["string", "avro", "protobuf"]
 KEY_FORMATS: dict[str, KeyFormatKind] = {
     "string": KeyFormatKind(needs_schema=False),
-    "avro": KeyFormatKind(needs_schema=True, registry_type="AVRO"),
-    "protobuf": KeyFormatKind(needs_schema=True, registry_type="PROTOBUF"),
+    "avro": KeyFormatKind(needs_schema=True, registry_type="AVRO", decoded_in_python=True),
+    "protobuf": KeyFormatKind(needs_schema=True, registry_type="PROTOBUF", decoded_in_python=True),
 }
 
 

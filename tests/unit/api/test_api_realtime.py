@@ -54,6 +54,14 @@ def test_a_stateless_pipeline_writing_to_kafka_may_run_in_realtime_mode():
     ([], lambda s: s.update({"scaling": {"mode": "load"}}), "spec.scaling.mode", "micro-batch times"),
     ([], lambda s: s["sources"][0].update({"maxOffsetsPerTrigger": 1000}), "spec.sources[0].maxOffsetsPerTrigger",
      "Spark refuses it"),
+    ([], lambda s: (s["kafka"].update({"schemaRegistry": {"url": "http://registry:8081"}}),
+                    s["sources"][0].update({"format": "avro"})), "spec.sources[0].format", "decoded in Python"),
+    ([], lambda s: s["sources"][1].update({"format": "protobuf", "protobuf": {
+        "message": "shop.v1.View", "descriptorSet": {"configMap": "protos", "key": "views.pb"}}}),
+     "spec.sources[1].format", "decoded in Python"),
+    ([], lambda s: (s["kafka"].update({"schemaRegistry": {"url": "http://registry:8081"}}),
+                    s["sources"][0].update({"keyFormat": "avro", "keySchema": {"id": "string"}})),
+     "spec.sources[0].keyFormat", "decoded in Python"),
 ])
 def test_what_cannot_run_in_realtime_mode_is_refused_with_the_field(steps, change, path, fragment):
     doc = realtime_app(steps)
