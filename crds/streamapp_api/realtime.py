@@ -41,9 +41,10 @@ def check_realtime(app: StreamApp) -> list[Issue]:
             issues.append(Issue(f"spec.sources[{i}].maxOffsetsPerTrigger", "real-time mode reads records as they "
                                 f"arrive, without batches to cap (Spark refuses it); remove it, {_MICRO_BATCHES}"))
     for i, source in enumerate(spec.sources):
-        for field, name, kind in (("format", source.format, source.value_format),
-                                  ("keyFormat", source.key_format, source.key_format_kind)):
-            if kind.decoded_in_python:
+        for field, name, decoded_in_python in (
+                ("format", source.format, source.value_format.decoded_in_python),
+                ("keyFormat", source.key_format, source.key_format_kind.decoded_in_python)):
+            if decoded_in_python:
                 issues.append(Issue(f"spec.sources[{i}].{field}", f"real-time mode runs Spark's own functions only; "
                                     f"{name} records are decoded in Python workers: read json or string, "
                                     + _MICRO_BATCHES))
