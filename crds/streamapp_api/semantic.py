@@ -6,6 +6,7 @@ Pure functions, no I/O.
 from __future__ import annotations
 
 from .errors import Issue
+from .sinks import is_relative_table_path
 from .flow import Flow
 from .realtime import check_realtime
 from .resolve import Graph, resolve
@@ -35,6 +36,15 @@ def _check_sinks(app: StreamApp, flows: dict[str, Flow]) -> list[Issue]:
                 issues.append(Issue(f"{base}.{kind}{ref.field}", f"Secret {ref.secret!r} key {ref.key!r} would "
                                     f"reach the driver in the same variable {ref.env} as spec.sinks[{first[0]}] (Secret "
                                     f"{first[1]!r} key {first[2]!r}); use one key per Secret, or another Secret"))
+        table = target.table_path()
+        if table is not None and not is_relative_table_path(table) and not app.spec.state.checkpoint.on_object_store:
+            # A warning: Hadoop's defaults (AWS's endpoint, its default credential chain, such as a pod
+            # identity) and spec.sparkConf's fs.s3a.* may well reach the bucket.
+            issues.append(Issue(f"{base}.{kind}.path", "the operator gives driver and executors the S3 settings of "
+                                "spec.state.checkpoint.s3 only, and this app's checkpoint is on a volume: the table "
+                                "is reached with Hadoop's defaults (AWS's endpoint and default credentials) and "
+                                "spec.sparkConf's spark.hadoop.fs.s3a.*; for another S3 server keep the checkpoint "
+                                "on it, or use a relative path (kept on the volume)", "warning"))
         query = sink.query_name
         if query in names:
             issues.append(Issue(f"{base}.name", f"query name {query!r} is also used by spec.sinks[{names[query]}]; "

@@ -77,6 +77,21 @@ def test_an_upsert_partitioned_outside_its_key_is_refused():
     assert error.startswith("spec.sinks[0].delta.partitionBy") and "put the partition columns in key" in error
 
 
+def test_an_s3a_table_beside_a_volume_checkpoint_is_warned_of_at_its_path():
+    document = {"apiVersion": "streamapp.io/v1alpha1", "kind": "StreamApp", "metadata": {"name": "lake"},
+                "spec": {"kafka": {"bootstrapServers": "kafka:9092"},
+                         "sources": [{"name": "clicks", "topic": "clicks", "schema": {"user": "string"}}],
+                         "sinks": [{"from": "clicks", "parquet": {"path": "s3a://lake/clicks"}}]}}
+    policy = Policy.from_mapping({"tables": {"locations": ["s3a://lake"]}})
+    (warning,) = [i for i in validate(document, policy) if i.path == "spec.sinks[0].parquet.path"]
+    assert warning.severity == "warning" and "checkpoint is on a volume" in warning.message
+    document["spec"]["state"] = {"checkpoint": {"location": "s3a://ckpt/lake", "s3": {"endpoint": "http://s3:9000"}}}
+    assert [i for i in validate(document, policy) if i.path == "spec.sinks[0].parquet.path"] == []
+    document["spec"]["state"] = {}
+    document["spec"]["sinks"][0]["parquet"]["path"] = "lake/clicks"  # kept on the volume
+    assert [i for i in validate(document, policy) if i.path == "spec.sinks[0].parquet.path"] == []
+
+
 def test_s3a_tables_need_a_location_the_admin_lists():
     sink = {"delta": {"path": "s3a://lake/team-a/counts"}}
     (error,) = app(sink)
