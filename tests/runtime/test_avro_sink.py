@@ -90,11 +90,10 @@ def test_windows_written_as_avro_are_read_back_with_confluent_s_deserializer(kaf
     assert {(v["session_id"], v["uuid"], v["window_start"]): tuple(v[f] for f in WINDOW_FIELDS) for v in values} == want
     assert {v["window_end"] - v["window_start"] for v in values} == {timedelta(minutes=1)}
 
-    # The schema the registry holds: a record named after the sink, the stream's columns in its order.
+    # The schema the registry holds: a record named after its subject, the stream's columns in its order.
     registered = SchemaRegistryClient(schema_registry.client_conf()).get_latest_version(f"{out}-value")
     schema = json.loads(registered.schema.schema_str)
-    query = the_app.spec.sinks[0].query_name
-    assert schema["name"] == query.replace("-", "_")
+    assert schema["name"] == re.sub(r"\W", "_", f"{out}-value")
     assert [f["name"] for f in schema["fields"]] == ["window_start", "window_end", "session_id", "uuid", *WINDOW_FIELDS]
     window_start = schema["fields"][0]["type"]
     assert {"type": "long", "logicalType": "timestamp-millis"} in (window_start if isinstance(window_start, list) else [window_start])
@@ -193,7 +192,7 @@ def test_a_subject_holding_an_incompatible_schema_keeps_the_app_from_starting(ka
     doc = avro_sessions_manifest(topic, out, schema_registry.url)
     # What another producer registered first, a record of the same name: a reader of the sink's schema
     # could not read its records (clicks a string there, a long here; BACKWARD, the registry's default).
-    other = {"type": "record", "name": f"sessions_{out}".replace("-", "_"), "fields": [{"name": "clicks", "type": "string"}]}
+    other = {"type": "record", "name": re.sub(r"\W", "_", subject), "fields": [{"name": "clicks", "type": "string"}]}
     SchemaRegistryClient(schema_registry.client_conf()).register_schema(subject, Schema(json.dumps(other), "AVRO"))
     path, log, last_words = tmp_path / "app.yaml", tmp_path / "run.log", tmp_path / "termination-log"
     path.write_text(yaml.safe_dump(doc))

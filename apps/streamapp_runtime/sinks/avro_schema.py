@@ -56,25 +56,26 @@ class NotAvro(ValueError):
     """A column whose type or name has no Avro counterpart here; the message names the column."""
 
 
-def record_name(sink_name: str) -> str:
-    """An Avro name from a sink's (query's) name: each character outside [A-Za-z0-9_] becomes '_'.
+def record_name(basis: str) -> str:
+    """An Avro name from a sink's subject (or topic): each character outside [A-Za-z0-9_] becomes '_'.
     Pure."""
-    name = re.sub(r"[^A-Za-z0-9_]", "_", sink_name)
+    name = re.sub(r"[^A-Za-z0-9_]", "_", basis)
     return name if _AVRO_NAME.match(name) else f"_{name}"
 
 
-def writer_schema(sink_name: str, columns: DataType) -> dict:
-    """The record schema of a sink's values: ``columns`` the struct of the value columns (no metadata). Pure."""
+def writer_schema(subject: str, columns: DataType) -> dict:
+    """The record schema of a sink's values, named after its ``subject``: ``columns`` the struct of the
+    value columns (no metadata). Pure."""
     if not isinstance(columns, StructType):
         raise NotAvro(f"the values are a {columns.simpleString()}, not a struct of columns")
-    name = record_name(sink_name)
+    name = record_name(subject)
     return {"type": "record", "name": name, "fields": _fields(name, columns, "")}
 
 
-def key_schema(sink_name: str, column: str, data_type: DataType) -> object:
-    """The schema of a sink's keys: the key column's type, a struct a record named '<sink>_key'. Not
+def key_schema(topic: str, column: str, data_type: DataType) -> object:
+    """The schema of a sink's keys: the key column's type, a struct a record named '<topic>_key'. Not
     a union with null: a null key is written as no key, as the serializers write None. Pure."""
-    return avro_type(data_type, f"{record_name(sink_name)}_key", column)
+    return avro_type(data_type, f"{record_name(topic)}_key", column)
 
 
 def _fields(record: str, struct: StructType, path: str) -> list[dict]:

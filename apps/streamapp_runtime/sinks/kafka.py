@@ -40,11 +40,13 @@ def formats(sink: KafkaSink, where: str, query: str, registry: Registry | None =
         return None if registry is None else \
             SchemaTarget(registry, subject, sink.register_schema, f"{where}.kafka ({query})", part)
 
-    key_name = sink.key or "_key"
-    value = ColumnTarget(f"{where}.kafka.format", lambda t: avro_schema.writer_schema(query, t),
-                         lambda t: protobuf_schema.value_schema(query, t), schemas(sink.value_subject(), "value"))
-    key = ColumnTarget(f"{where}.kafka.keyFormat", lambda t: avro_schema.key_schema(query, key_name, t),
-                       lambda t: protobuf_schema.key_schema(query, key_name, t), schemas(sink.key_subject(), "key"))
+    # The record and message names follow the subject, not the sink's name: renaming the sink keeps the
+    # schema the subject holds (a renamed record is an incompatible schema to the registry).
+    key_name, value_name, topic = sink.key or "_key", sink.value_subject(), sink.topic
+    value = ColumnTarget(f"{where}.kafka.format", lambda t: avro_schema.writer_schema(value_name, t),
+                         lambda t: protobuf_schema.value_schema(value_name, t), schemas(sink.value_subject(), "value"))
+    key = ColumnTarget(f"{where}.kafka.keyFormat", lambda t: avro_schema.key_schema(topic, key_name, t),
+                       lambda t: protobuf_schema.key_schema(topic, key_name, t), schemas(sink.key_subject(), "key"))
     return Formats(sink.format, sink.key_format, value, key)
 
 

@@ -178,17 +178,18 @@ def map_entry_name(field: str) -> str:
 # --- from Spark types ----------------------------------------------------------------------------
 
 
-def value_schema(sink_name: str, columns: DataType) -> ProtoSchema:
-    """The schema of a sink's values: ``columns`` the struct of the value columns. Pure."""
+def value_schema(subject: str, columns: DataType) -> ProtoSchema:
+    """The schema of a sink's values, a message named after its ``subject``: ``columns`` the struct of
+    the value columns. Pure."""
     if not isinstance(columns, StructType):
         raise NotProtobuf(f"the values are a {columns.simpleString()}, not a struct of columns")
-    return ProtoSchema(_message(record_name(sink_name), columns, ""), columns)
+    return ProtoSchema(_message(record_name(subject), columns, ""), columns)
 
 
-def key_schema(sink_name: str, column: str, data_type: DataType) -> ProtoSchema:
-    """The schema of a sink's keys: a message '<sink>_key' of a struct key column's fields, or of one
+def key_schema(topic: str, column: str, data_type: DataType) -> ProtoSchema:
+    """The schema of a sink's keys: a message '<topic>_key' of a struct key column's fields, or of one
     field, the scalar key column (never optional: a null key is written as no key). Pure."""
-    name = f"{record_name(sink_name)}_key"
+    name = f"{record_name(topic)}_key"
     if isinstance(data_type, StructType):
         return ProtoSchema(_message(name, data_type, f"{column}."), data_type)
     columns = StructType([StructField(column, data_type, nullable=False)])

@@ -137,3 +137,20 @@ def test_a_key_is_its_column_s_type_and_a_null_key_no_key():
 
     assert keys[1] is None
     assert schemaless_reader(io.BytesIO(keys[0][5:]), parse_schema("string"), None) == "u1"
+
+
+def test_the_record_follows_the_subject_so_renaming_the_sink_keeps_the_registered_schema():
+    from streamapp_api.sinks import KafkaSink
+    from streamapp_runtime.sinks.kafka import formats
+
+    columns = StructType([StructField("user", StringType(), nullable=False)])
+    key = StructType([StructField("user", StringType(), nullable=False)])
+    sink = KafkaSink.model_validate({"topic": "orders", "format": "avro", "keyFormat": "avro", "key": "k"})
+    before, renamed = formats(sink, "spec.sinks[0]", "counts-orders"), formats(sink, "spec.sinks[0]", "totals")
+    assert before.value_target.avro_schema(columns) == renamed.value_target.avro_schema(columns)
+    assert before.value_target.avro_schema(columns)["name"] == "orders_value"
+    assert renamed.key_target.avro_schema(key)["name"] == "orders_key"
+    assert renamed.value_target.protobuf_schema(columns).text() == before.value_target.protobuf_schema(columns).text()
+    assert "message orders_value {" in renamed.value_target.protobuf_schema(columns).text()
+    under_a_subject = KafkaSink.model_validate({"topic": "orders", "format": "avro", "subject": "shop.v1.Order"})
+    assert formats(under_a_subject, "spec.sinks[0]", "q").value_target.avro_schema(columns)["name"] == "shop_v1_Order"
