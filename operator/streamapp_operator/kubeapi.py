@@ -78,10 +78,21 @@ def path(kind: str, namespace: str | None, name: str | None = None, subresource:
     return out
 
 
+def resource(url_path: str) -> str:
+    """The resource a request path names, with its subresource ("pods", "streamapps/status"), for counting."""
+    parts = url_path.split("?", 1)[0].strip("/").split("/")
+    at = parts.index("namespaces") + 2 if "namespaces" in parts and len(parts) > parts.index("namespaces") + 2 \
+        else (2 if parts[0] == "api" else 3)
+    return "/".join(parts[at:at + 1] + parts[at + 2:at + 3])
+
+
 class Kube:
-    def __init__(self, api_client: client.ApiClient | None = None, fan_out: int = FAN_OUT):
+    def __init__(self, api_client: client.ApiClient | None = None, fan_out: int = FAN_OUT,
+                 on_request: Callable[[str, str], None] | None = None):
+        """``on_request(verb, resource)``: told of every request before it is sent (the operator counts them)."""
         self.client = api_client or load_config()
         self._pool = ThreadPoolExecutor(fan_out, thread_name_prefix="kube") if fan_out > 1 else None
+        self._on_request = on_request
 
     def gather(self, calls: list[Callable[[], T]]) -> list[T]:
         """Independent requests sent at once; their results in order (the first error is raised once all
@@ -94,6 +105,8 @@ class Kube:
 
     def request(self, method: str, url_path: str, body: Any = None, query: dict | None = None,
                 content_type: str = "application/json", timeout: float = TIMEOUT) -> Any:
+        if self._on_request is not None:
+            self._on_request(method, resource(url_path))
         headers = {"Accept": "application/json"}
         if body is not None:
             headers["Content-Type"] = content_type

@@ -51,6 +51,7 @@ from .observe.kafka import Probe as PartitionProbe
 from .observe.kube import driver as observe_driver
 from .observe.metrics import ProgressCache
 from .reconcile import Caches, reconcile
+from .report import metrics
 
 log = logging.getLogger(__name__)
 RESYNC_SECONDS = 30.0  # the default of --resync (__main__)
@@ -104,7 +105,7 @@ class Reconciler:
 
     def _start(self) -> None:
         if self.kube is None:
-            self.kube = Kube(load_config(pool_size=self.workers + FAN_OUT))
+            self.kube = Kube(load_config(pool_size=self.workers + FAN_OUT), on_request=metrics.api_request)
             self.caches = Caches(PartitionCache(max_age=self.resync), ProgressCache(), ClaimEvents())
             self.pool = ThreadPoolExecutor(self.workers, thread_name_prefix="reconcile")
 

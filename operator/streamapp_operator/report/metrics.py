@@ -20,6 +20,8 @@ DESIRED = Gauge("streamapp_operator_desired_executors", "Executors an app should
                 registry=REGISTRY)
 PARTITIONS = Gauge("streamapp_operator_partitions", "Input partitions of an app.", ["namespace", "app"],
                    registry=REGISTRY)
+API_REQUESTS = Counter("streamapp_operator_api_requests", "Requests the reconciles sent to the API server, by verb "
+                       "and resource (watches are kopf's, not counted).", ["verb", "resource"], registry=REGISTRY)
 
 _phases: dict[tuple[str, str], str] = {}
 _phases_lock = threading.Lock()  # reconciles record from many threads at once
@@ -39,6 +41,10 @@ def record(namespace: str, app: str, result: str, seconds: float, phase: str | N
         with _phases_lock:
             _phases[(namespace, app)] = phase
             _publish()
+
+
+def api_request(verb: str, resource: str) -> None:
+    API_REQUESTS.labels(verb, resource).inc()
 
 
 def forget(namespace: str, app: str) -> None:
