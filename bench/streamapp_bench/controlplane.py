@@ -117,6 +117,27 @@ def apiserver_counters(cp) -> tuple[float, float]:
     return count, seconds
 
 
+def operator_requests(metrics_url: str) -> dict[str, float]:
+    """"VERB resource" -> requests the operator's reconciles sent so far (its own metric); {} unreadable."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        with urllib.request.urlopen(metrics_url, timeout=5) as response:
+            text = response.read().decode()
+    except OSError:
+        return {}
+    return {f"{s.labels['verb']} {s.labels['resource']}": s.value for family in text_string_to_metric_families(text)
+            for s in family.samples if s.name == "streamapp_operator_api_requests_total"}
+
+
+def _per_app(before: dict[str, float], after: dict[str, float], apps: int) -> dict[str, float]:
+    """Requests per app between two readings, largest first (those under 0.01 left out)."""
+    out = {k: round((v - before.get(k, 0)) / apps, 2) for k, v in after.items()}
+    return dict(sorted(((k, v) for k, v in out.items() if v >= 0.01), key=lambda kv: -kv[1]))
+
+
 def app_doc(name: str, bootstrap: str, topic: str) -> dict:
     run = engines.Run(bootstrap, topic, f"{topic}-out", Path("."), "final", 0, 2)
     doc = engines.manifest(run, name)
@@ -207,19 +228,27 @@ def fail_drivers(bed, watch: PodWatch, apps: list[str], timeout: float) -> dict:
             "victims": len(apps), "slowest": {a: round(took[a], 2) for a in slowest}}
 
 
-def run(bed, workdir: Path, total: int = 1000, batch: int = 100, fail: int = 100, nodes: int = 5,
+# Drivers per large kwok node at most: each node hands its pods addresses from a /24 of its own
+# (testbed networks.py), and failed drivers' replacements need room beside them.
+PODS_PER_NODE = 200
+
+
+def run(bed, workdir: Path, total: int = 1000, batch: int = 100, fail: int = 100, nodes: int | None = None,
         settle: float = 30.0, timeout: float = 600.0, profile_seconds: float = 0) -> dict:
-    """`profile_seconds` > 0: py-spy samples the operator from the start of the last batch."""
+    """`profile_seconds` > 0: py-spy samples the operator from the start of the last batch. `nodes`:
+    large kwok nodes (default: enough for PODS_PER_NODE drivers each, at least five)."""
     from streamapp_operator.kubeapi import Kube, load_config
     from streamapp_testbed.kube import CONTEXT
 
+    nodes = nodes or max(5, -(-total // PODS_PER_NODE))
     _prepare(bed, nodes, pods_per_node=max(110, total // max(nodes, 1) + 50))
     topic = "cp-clicks"
     kafka_admin.create_topic(bed.kafka.bootstrap, topic, partitions=2)
     api = load_config(str(bed.control_plane.kubeconfig), CONTEXT)
     kube = Kube(api)
-    liveness = f"http://127.0.0.1:{free_port()}/healthz"
-    argv = [sys.executable, "-m", "streamapp_operator", "--namespace", NAMESPACE, "--metrics-port", str(free_port()),
+    liveness, metrics_port = f"http://127.0.0.1:{free_port()}/healthz", free_port()
+    metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
+    argv = [sys.executable, "-m", "streamapp_operator", "--namespace", NAMESPACE, "--metrics-port", str(metrics_port),
             "--metrics-address", "127.0.0.1", "--runtime-image", "streamapp/runtime:bench", "--liveness", liveness]
     env = {**engines.ENV, "KUBECONFIG": str(bed.control_plane.kubeconfig)}
     operator = ManagedProcess("operator", argv, workdir / "operator.log", env=env).start()
@@ -236,7 +265,7 @@ def run(bed, workdir: Path, total: int = 1000, batch: int = 100, fail: int = 100
             if profile_seconds and start + batch >= total:
                 sampler = profiling.start(operator.proc.pid, profile_seconds, workdir / "operator.pyspy")
             _, cpu0 = proc_usage(operator.proc.pid)
-            served0 = apiserver_counters(bed.control_plane)
+            served0, sent0 = apiserver_counters(bed.control_plane), operator_requests(metrics_url)
             began = time.monotonic()
             for name in names:
                 kube.create(app_doc(name, bed.kafka.bootstrap, topic))
@@ -244,19 +273,22 @@ def run(bed, workdir: Path, total: int = 1000, batch: int = 100, fail: int = 100
             _wait(f"{len(names)} drivers", lambda: all(watch.created(n) for n in names) or not operator.running, timeout)
             took = time.monotonic() - began
             rss1, cpu1 = proc_usage(operator.proc.pid)
-            served1 = apiserver_counters(bed.control_plane)
+            served1, sent1 = apiserver_counters(bed.control_plane), operator_requests(metrics_url)
             requests = served1[0] - served0[0]
             lat = [watch.created(n) - applied[n] for n in names if watch.created(n)]
             step = {"apps": start + len(names), **_pcts(lat), "batch_seconds": round(took, 2),
                     "apiserver_requests_per_app": round(requests / len(names), 1),
                     "apiserver_mean_ms": round(1000 * (served1[1] - served0[1]) / requests, 1) if requests else None,
+                    "operator_requests_per_app": _per_app(sent0, sent1, len(names)),
                     "rss_mib": round(rss1, 1), "cpu_percent_during_batch": round(100 * (cpu1 - cpu0) / took, 1),
                     "load_1m": round(os.getloadavg()[0], 1)}
             count = start + len(names)
             if count == batch or count == total:
                 time.sleep(settle)  # steady state: resync timers of every app, no applies
                 rss2, cpu2 = proc_usage(operator.proc.pid)
-                step.update(rss_settled_mib=round(rss2, 1),
+                # what every app costs while nothing happens, per app and minute
+                settled = _per_app(sent1, operator_requests(metrics_url), round(count * settle / 60))
+                step.update(rss_settled_mib=round(rss2, 1), operator_requests_per_app_minute_settled=settled,
                             cpu_percent_settled=round(100 * (cpu2 - cpu1) / (time.monotonic() - began - took), 1))
                 # Victims that never failed before: a second failure within STABLE_AFTER doubles the
                 # backoff (1 s → 2 s), which would be timed as the operator's latency.

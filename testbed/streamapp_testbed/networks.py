@@ -14,8 +14,9 @@
   them through a route to the node that goes with the bridge.
   Its service addresses (10.96.0.0/16) are rewritten inside the node; a packet to one that the
   node's kube-proxy has not rewritten yet (while it starts) is dropped where it enters the host.
-- The kwok bed's service addresses (10.0.0.0/24): virtual, with no kube-proxy to rewrite them:
-  nothing may connect to them.
+- The kwok bed's service addresses (10.0.0.0/16): virtual, with no kube-proxy to rewrite them:
+  nothing may connect to them. A /16 because every StreamApp takes one (its Spark UI Service): a /24
+  held 254, and the control-plane bench's apps past that failed to be created.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import ipaddress
 import random
 
 # the kwok bed's API server (kube.py): its service range
-SERVICE_CIDR = "10.0.0.0/24"
+SERVICE_CIDR = "10.0.0.0/16"
 
 # the kind cluster (testbed/kind): its Docker network, bridge and subnet
 KIND_NETWORK = "kind"
