@@ -78,12 +78,14 @@ def path(kind: str, namespace: str | None, name: str | None = None, subresource:
     return out
 
 
-def resource(url_path: str) -> str:
-    """The resource a request path names, with its subresource ("pods", "streamapps/status"), for counting."""
+def counted(method: str, url_path: str) -> tuple[str, str]:
+    """(verb, resource) of a request, for counting: "LIST" for a GET of a collection, the resource with
+    its subresource ("pods", "streamapps/status")."""
     parts = url_path.split("?", 1)[0].strip("/").split("/")
     at = parts.index("namespaces") + 2 if "namespaces" in parts and len(parts) > parts.index("namespaces") + 2 \
         else (2 if parts[0] == "api" else 3)
-    return "/".join(parts[at:at + 1] + parts[at + 2:at + 3])
+    verb = "LIST" if method == "GET" and len(parts) == at + 1 else method
+    return verb, "/".join(parts[at:at + 1] + parts[at + 2:at + 3])
 
 
 class Kube:
@@ -106,7 +108,7 @@ class Kube:
     def request(self, method: str, url_path: str, body: Any = None, query: dict | None = None,
                 content_type: str = "application/json", timeout: float = TIMEOUT) -> Any:
         if self._on_request is not None:
-            self._on_request(method, resource(url_path))
+            self._on_request(*counted(method, url_path))
         headers = {"Accept": "application/json"}
         if body is not None:
             headers["Content-Type"] = content_type
