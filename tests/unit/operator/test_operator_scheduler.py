@@ -12,7 +12,7 @@ import pytest
 from streamapp_operator.decide.world import Kafka, Settings
 from streamapp_operator.kubeapi import ApiError
 from streamapp_operator.reconcile import Caches
-from streamapp_operator.scheduler import CHILDREN_EVERY, ERROR_RETRY, FULL_EVERY, Reconciler, _App
+from streamapp_operator.scheduler import CHILDREN_EVERY, ERROR_RETRY, FULL_EVERY, Reconciler, _App, pack, unpack
 
 pytestmark = pytest.mark.unit
 KEY = ("ns", "app")
@@ -92,7 +92,7 @@ def test_a_periodic_look_that_cannot_read_the_partition_counts_is_a_full_one():
     async def scenario() -> bool:
         reconciler = Reconciler(Settings(default_image="runtime"), resync=30)
         reconciler.kube, reconciler.caches, reconciler.pool = object(), Caches(), ThreadPoolExecutor(1)
-        app = _App(probe=Unreachable(), kafka=Kafka(partitions=4), known={},
+        app = _App(probe=Unreachable(), kafka=Kafka(partitions=4), known=pack({}),
                    known_at=asyncio.get_running_loop().time())
         try:
             return await reconciler._nothing_new(app)
@@ -131,13 +131,13 @@ SAME, MORE = Kafka(partitions=4), Kafka(partitions=8)
 
 
 @pytest.mark.parametrize(("app", "children_age", "cheap"), [
-    (dict(probe=_Probe(SAME), kafka=SAME, known={}), 0, True),  # nothing new: the look ends at the counts
-    (dict(probe=_Probe(MORE), kafka=SAME, known={}), 0, False),  # partitions added: reconcile
-    (dict(probe=None, kafka=SAME, known={}), 0, False),  # no way to read the counts again
-    (dict(probe=_Probe(SAME), kafka=Kafka(error="down"), known={}), 0, False),  # Kafka failed last time
+    (dict(probe=_Probe(SAME), kafka=SAME, known=pack({})), 0, True),  # nothing new: the look ends at the counts
+    (dict(probe=_Probe(MORE), kafka=SAME, known=pack({})), 0, False),  # partitions added: reconcile
+    (dict(probe=None, kafka=SAME, known=pack({})), 0, False),  # no way to read the counts again
+    (dict(probe=_Probe(SAME), kafka=Kafka(error="down"), known=pack({})), 0, False),  # Kafka failed last time
     (dict(probe=_Probe(SAME), kafka=SAME, known=None), 0, False),  # children to be read afresh
-    (dict(probe=_Probe(SAME), kafka=SAME, known={}), 30 * FULL_EVERY, False),  # a full reconcile is due
-    (dict(probe=_Probe(SAME), kafka=SAME, known={}, waiting=True), 0, False),  # a reconcile is on its way
+    (dict(probe=_Probe(SAME), kafka=SAME, known=pack({})), 30 * FULL_EVERY, False),  # a full reconcile is due
+    (dict(probe=_Probe(SAME), kafka=SAME, known=pack({}), waiting=True), 0, False),  # a reconcile is on its way
 ])
 def test_the_periodic_look_is_cheap_only_when_nothing_can_be_new(app, children_age, cheap):
     async def scenario() -> bool:
@@ -203,6 +203,14 @@ def test_the_children_are_taken_as_last_seen_until_children_every_resyncs_have_p
         await reconciler.run(*KEY)  # too old: read afresh
 
     assert _reconciles(monkeypatch, steps) == [None, {"ConfigMap/app": {}}, None]
+
+
+def test_the_children_kept_between_reconciles_come_back_as_they_were():
+    children = {"ConfigMap/app": {"metadata": {"name": "app", "labels": {"a": "b"}}, "data": {"app.yaml": "x: 1\n" * 500}},
+                "Service/app-ui": {"spec": {"ports": [{"port": 4040}]}}}
+    packed = pack(children)
+    assert unpack(packed) == children and len(packed) < len(str(children)) / 5
+    assert pack(None) is None and unpack(None) is None
 
 
 @pytest.mark.parametrize(("namespaces", "scan"), [
