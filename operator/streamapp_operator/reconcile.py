@@ -49,12 +49,13 @@ class Outcome:
 @dataclass
 class Caches:
     """What reconciles share instead of asking again each time: partition counts per Kafka cluster,
-    the driver's progress as last read in the background and the claims' events. Without them, each
-    is read now."""
+    the driver's progress as last read in the background, the claims' events and the executor pods
+    of each namespace. Without them, each is read now."""
 
     partitions: kafka_observe.PartitionCache | None = None
     progress: metrics_observe.ProgressCache | None = None
     claim_events: blockers.ClaimEvents | None = None
+    executors: blockers.NamespaceExecutors | None = None
 
 
 def read(kube: Kube, namespace: str, name: str, known: dict | None = None,
@@ -101,12 +102,13 @@ def observe(kube: Kube, body: dict, pod: dict | None, children: dict,
         applied=kube_observe.applied(children.get(f"ConfigMap/{names.config_map(name)}")),
         driver=driver, kafka=kafka_observe.observe(app, secret, secret_missing=secret is None, cache=caches.partitions),
         progress=progress, restore_source=source, stable_app=stable, **_blockers(kube, namespace, app, driver, progress, datetime.now(timezone.utc),
-                                        caches.claim_events), **common,
+                                        caches.claim_events, caches.executors), **common,
     ), probe
 
 
 def _blockers(kube: Kube, namespace: str, app: StreamApp, driver: Driver, progress: Progress,
-              now: datetime, claim_events: blockers.ClaimEvents | None = None) -> dict:
+              now: datetime, claim_events: blockers.ClaimEvents | None = None,
+              executors: blockers.NamespaceExecutors | None = None) -> dict:
     """What may keep the app from running (Observed's claim, missing_secrets and missing_config_maps,
     executor_pods), asked only when it may: the Secrets and ConfigMaps before a driver is started, the claim while the scheduler cannot
     place the driver for a reason that names volumes (diagnosis.claim_may_block), the executors while the driver is not Ready, has fewer executors than it was
@@ -119,7 +121,7 @@ def _blockers(kube: Kube, namespace: str, app: StreamApp, driver: Driver, progre
         return {"claim": blockers.claim(kube, namespace, name, claim_events)}
     if pod.state == "running" and (not pod.ready or fewer_executors(driver, progress) or (
             progress.last_batch is None and pod.running_since is not None and now - pod.running_since > EXECUTORS_DUE)):
-        return {"executor_pods": blockers.executor_pods(kube, namespace, name)}
+        return {"executor_pods": blockers.executor_pods(kube, namespace, name, executors)}
     return {}
 
 

@@ -47,7 +47,7 @@ from functools import partial
 
 from .decide.world import Driver, Kafka, Memory, Settings
 from .kubeapi import FAN_OUT, ApiError, Kube, load_config
-from .observe.blockers import ClaimEvents
+from .observe.blockers import ClaimEvents, NamespaceExecutors
 from .observe.kafka import PartitionCache
 from .observe.kafka import Probe as PartitionProbe
 from .observe.kube import driver as observe_driver
@@ -118,7 +118,7 @@ class Reconciler:
     def _start(self) -> None:
         if self.kube is None:
             self.kube = Kube(load_config(pool_size=self.workers + FAN_OUT), on_request=metrics.api_request)
-            self.caches = Caches(PartitionCache(max_age=self.resync), ProgressCache(), ClaimEvents())
+            self.caches = Caches(PartitionCache(max_age=self.resync), ProgressCache(), ClaimEvents(), NamespaceExecutors())
             self.pool = ThreadPoolExecutor(self.workers, thread_name_prefix="reconcile")
 
     async def app_event(self, namespace: str, name: str, event_type: str | None, body: dict) -> None:

@@ -17,6 +17,7 @@ from .kube import unschedulable
 
 CLAIM_EVENTS = 5  # the newest of a claim's events kept: the newest says why it is still Pending
 CLAIM_EVENTS_MAX_AGE = 10.0  # seconds a namespace's claim events are reused: the recheck of a blocked app
+EXECUTORS_MAX_AGE = 5.0  # seconds a namespace's executor pods are reused (half the recheck of an app not Ready)
 
 
 def claim(kube: Kube, namespace: str, app: str, events: ClaimEvents | None = None) -> Claim | None:
@@ -101,11 +102,46 @@ def missing_config_maps(kube: Kube, namespace: str, app: StreamApp) -> tuple[Mis
     return tuple(MissingConfigMap(*m) for m in _absent(kube, namespace, "ConfigMap", refs, ("data", "binaryData"), {}))
 
 
-def executor_pods(kube: Kube, namespace: str, app: str) -> ExecutorPods:
-    """How many executors are Pending (and of those, unschedulable) or Failed, and why the first one is."""
+def executor_pods(kube: Kube, namespace: str, app: str, shared: NamespaceExecutors | None = None) -> ExecutorPods:
+    """How many executors are Pending (and of those, unschedulable) or Failed, and why the first one is.
+    ``shared``: the namespace's executor pods as every reconcile shares them (else the app's are listed now)."""
+    if shared is not None:
+        return shared.of(kube, namespace, app)
+    return summary(kube.list("Pod", namespace, names.executor_selector(app)))
+
+
+class NamespaceExecutors:
+    """The executor pods of a namespace, listed once per namespace at most every ``max_age`` seconds
+    and shared by every reconcile thread, each app's kept as its summary. A driver that does not
+    answer its metrics has its executors looked at in every reconcile: a list per app each time made
+    the API server's work grow with the square of such apps (each list reads every pod of the
+    namespace; bench/README.md, "Control plane", where kwok's drivers never answer)."""
+
+    def __init__(self, max_age: float = EXECUTORS_MAX_AGE):
+        self.max_age = max_age
+        self._lock = threading.Lock()
+        self._namespaces: dict[str, tuple[threading.Lock, list]] = {}  # -> (its read lock, [read at, by app])
+
+    def of(self, kube: Kube, namespace: str, app: str) -> ExecutorPods:
+        with self._lock:
+            reading, cached = self._namespaces.setdefault(namespace, (threading.Lock(), [float("-inf"), {}]))
+        with reading:  # one list at a time per namespace; the others wait for it and share it
+            if time.monotonic() - cached[0] >= self.max_age:
+                by_app: dict[str, list[dict]] = {}
+                # running and finished ones tell nothing here: the server leaves them out
+                for pod in kube.list("Pod", namespace, f"{names.LABEL_COMPONENT}=executor,{names.LABEL_APP}",
+                                     fields="status.phase!=Running,status.phase!=Succeeded"):
+                    by_app.setdefault(pod["metadata"]["labels"][names.LABEL_APP], []).append(pod)
+                cached[1] = {name: summary(pods) for name, pods in by_app.items()}
+                cached[0] = time.monotonic()
+            return cached[1].get(app, ExecutorPods())
+
+
+def summary(pods: list[dict]) -> ExecutorPods:
+    """What the executor pods of one app tell: the Pending (and unschedulable) and Failed ones, and why the first one is."""
     pending = failed = unplaced = 0
     why = None
-    for pod in kube.list("Pod", namespace, names.executor_selector(app)):
+    for pod in pods:
         status = pod.get("status") or {}
         if pod["metadata"].get("deletionTimestamp") or status.get("phase") not in ("Pending", "Failed"):
             continue
