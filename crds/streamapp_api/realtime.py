@@ -40,7 +40,6 @@ def check_realtime(app: StreamApp) -> list[Issue]:
         if source.max_offsets_per_trigger is not None:
             issues.append(Issue(f"spec.sources[{i}].maxOffsetsPerTrigger", "real-time mode reads records as they "
                                 f"arrive, without batches to cap (Spark refuses it); remove it, {_MICRO_BATCHES}"))
-    for i, source in enumerate(spec.sources):
         for field, name, decoded_in_python in (
                 ("format", source.format, source.value_format.decoded_in_python),
                 ("keyFormat", source.key_format, source.key_format_kind.decoded_in_python)):

@@ -6,11 +6,11 @@ Pure functions, no I/O.
 from __future__ import annotations
 
 from .errors import Issue
-from .sinks import is_relative_table_path
 from .flow import Flow
 from .realtime import check_realtime
 from .resolve import Graph, resolve
 from .rules import check_objects
+from .sinks import is_relative_table_path
 from .spec import StreamApp
 
 
