@@ -24,8 +24,7 @@ thing a kept writer's transaction sends, so a fenced writer finds out before pro
 then gives way to a new producer, initialised (fencing in turn) with the marker read again.
 
 This relies on a replayed batch giving each writer the same rows: the batch's rows are the same, and
-``replay.by_content_or_state`` keeps the partitions of a stateful operator or puts the rows in
-partitions by a hash of the key and value.
+``replay.by_content`` puts them in partitions by a hash of the key and value.
 
 Limits, said in docs/runtime.md: markers are committed offsets and expire with the broker's
 ``offsets.retention.minutes`` (7 days by default) once a writer stops committing; the checkpoint id is
@@ -295,7 +294,7 @@ def batch_writer(target: Target, on_written: Callable[[str, int, int, int], None
         if not checkpoint_id:  # without it a new checkpoint's writers would be an old one's
             raise RuntimeError(f"query {target.query}: Spark did not give the query id to foreachBatch")
         try:
-            written = replay.by_content_or_state(df, ["key", "value"]).rdd.mapPartitionsWithIndex(
+            written = replay.by_content(df, ["key", "value"]).rdd.mapPartitionsWithIndex(
                 lambda partition, rows: write_partition(target, checkpoint_id, batch_id, partition, rows)).collect()
         except Exception as exc:
             on_transactions(target.query, 0, aborted_writers(exc))  # the batch fails; a restart writes it again
