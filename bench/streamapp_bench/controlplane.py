@@ -132,8 +132,10 @@ def operator_requests(metrics_url: str) -> dict[str, float]:
             for s in family.samples if s.name == "streamapp_operator_api_requests_total"}
 
 
-def _per_app(before: dict[str, float], after: dict[str, float], apps: int) -> dict[str, float]:
-    """Requests per app between two readings, largest first (those under 0.01 left out)."""
+def _per_app(before: dict[str, float], after: dict[str, float], apps: float) -> dict[str, float]:
+    """Requests per app (or app-minute) between two readings, largest first (those under 0.01 left out)."""
+    if apps <= 0:
+        return {}
     out = {k: round((v - before.get(k, 0)) / apps, 2) for k, v in after.items()}
     return dict(sorted(((k, v) for k, v in out.items() if v >= 0.01), key=lambda kv: -kv[1]))
 
@@ -287,7 +289,7 @@ def run(bed, workdir: Path, total: int = 1000, batch: int = 100, fail: int = 100
                 time.sleep(settle)  # steady state: resync timers of every app, no applies
                 rss2, cpu2 = proc_usage(operator.proc.pid)
                 # what every app costs while nothing happens, per app and minute
-                settled = _per_app(sent1, operator_requests(metrics_url), round(count * settle / 60))
+                settled = _per_app(sent1, operator_requests(metrics_url), count * settle / 60)
                 step.update(rss_settled_mib=round(rss2, 1), operator_requests_per_app_minute_settled=settled,
                             cpu_percent_settled=round(100 * (cpu2 - cpu1) / (time.monotonic() - began - took), 1))
                 # Victims that never failed before: a second failure within STABLE_AFTER doubles the
