@@ -7,22 +7,12 @@ from __future__ import annotations
 import pytest
 
 from streamapp_operator import names
-from streamapp_operator.kubeapi import Kube
 from streamapp_operator.observe.blockers import NamespaceExecutors, executor_pods
 
 from streamapp_testbed.waiting import wait_for
+from streamapp_testkit.counting_kube import ListCounter
 
 pytestmark = pytest.mark.integration
-
-
-class ListCounter(Kube):
-    """The real client, counting its lists."""
-
-    lists = 0
-
-    def list(self, *args, **kwargs):
-        self.lists += 1
-        return super().list(*args, **kwargs)
 
 
 def _executor(app: str, fits: bool) -> dict:
