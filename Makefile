@@ -52,7 +52,7 @@ local-deps:
 # `alone` (they need the machine's firewall to themselves). TEST_LANES=1 runs the lanes one after
 # the other. Per-test times: $(STREAMAPP_CACHE)/logs/junit-*.xml.
 TEST_LANES ?= 2
-OPERATOR_LANE2 := $(addprefix tests/operator/test_operator_,nodes.py replicas.py kill_loop.py stall_pause.py admission.py)
+OPERATOR_LANE2 := $(addprefix tests/operator/test_operator_,nodes.py replicas.py kill_loop.py stall_pause.py admission.py autoscaling.py)
 test: deps images kind-image registry
 	@status=0; logs=$(STREAMAPP_CACHE)/logs; run=$(STREAMAPP_TESTBED_RUN); \
 	  lane1() { local s=0; \
