@@ -100,11 +100,14 @@ def cluster_object_store(e2e_cluster, tmp_path_factory):
 @pytest.fixture(scope="session")
 def operator(e2e_cluster, prometheus, cluster_object_store):
     """The operator installed by its chart into the e2e namespace (removed with everything after)."""
-    from streamapp_testkit.e2e_clicks import NS, RUN
+    from streamapp_testkit.e2e_clicks import NS, RUN, SHORT_LIVED_JVMS
 
     c = e2e_cluster
     s3_port = cluster_object_store.endpoint.rsplit(":", 1)[1]  # checkpoints on S3 (test_click_sessions_s3)
-    c.install_operator(NS, c.kafka_bootstrap, c.postgres_dsn, values={"operator.scaleDebounce": "5", "operator.resync": "10"},
+    # The apps' JVM options for their short lives (e2e_clicks.SHORT_LIVED_JVMS), as an admin allows them.
+    allow = "{" + ",".join(SHORT_LIVED_JVMS) + "}"
+    c.install_operator(NS, c.kafka_bootstrap, c.postgres_dsn, values={"operator.scaleDebounce": "5", "operator.resync": "10",
+                                                                      "policy.sparkConf.allow": allow},
                        app_ports=(s3_port,))
     yield c
     if c.discarded_after:  # the bed takes the cluster down with every pod in it

@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from streamapp_testkit.e2e_clicks import (APP, CLASS, NS, PG_SECRET, RUN, TRIGGER, Rounds, app_object, latest_counts, new_driver, running)  # fmt: skip
+from streamapp_testkit.e2e_clicks import (APP, CLASS, NS, PG_SECRET, RUN, TRIGGER, Rounds, app_object, latest_counts, new_driver, running, spark_conf)  # fmt: skip
 from streamapp_testbed.waiting import wait_for
 from streamapp_testbed import cluster_apps, kafka_admin
 from streamapp_testbed.s3 import REGION
@@ -28,6 +28,7 @@ def s3_app(c, store, bucket: str) -> dict:
     app = cluster_apps.click_sessions_exactly_once(NS, c.kafka_bootstrap, CLASS, TRIGGER, backoff="2s", topic=TOPIC,
                                                    out=OUT, table=TABLE, dead_letter=f"{S3_APP}-dlq-{RUN}")
     app["metadata"]["name"] = S3_APP
+    app["spec"]["sparkConf"] |= spark_conf()
     app["spec"]["state"]["checkpoint"] = {"location": f"{bucket}/{NS}/{S3_APP}", "s3": {
         "endpoint": store.endpoint, "region": REGION, "pathStyleAccess": True, "secretRef": {"name": S3_SECRET}}}
     return app
@@ -82,7 +83,7 @@ def _counting_app(c, store, bucket: str, name: str, source: str, **state) -> dic
                      # named: the new app's query finds the old one's state in the snapshot by this name
                      "sinks": [{"name": "counts", "from": "counts", "kafka": {"topic": f"{source}-{name}"}}],
                      "executors": 1, "driver": {"cores": 1, "memory": "1g"}, "executor": {"cores": 1, "memory": "1g"},
-                     "sparkConf": {"spark.kubernetes.executor.request.cores": "250m"},
+                     "sparkConf": spark_conf(),
                      "state": {"checkpoint": {"location": f"{bucket}/{NS}/{name}", "s3": {
                          "endpoint": store.endpoint, "region": REGION, "pathStyleAccess": True,
                          "secretRef": {"name": S3_SECRET}}}, **state}}}

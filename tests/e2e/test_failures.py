@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from streamapp_testkit.e2e_clicks import APP, CLASS, NS, RUN, latest_counts
+from streamapp_testkit.e2e_clicks import APP, CLASS, NS, RUN, latest_counts, spark_conf
 from streamapp_testbed.paths import image_tag
 from streamapp_testbed.waiting import NotYet, wait_for
 from streamapp_testbed import cluster_apps, kafka_admin
@@ -31,7 +31,7 @@ def _app(c, name: str, topic: str, **spec) -> dict:
                         {"aggregate": {"groupBy": ["value"], "columns": {"total": "count(*)"}}}], "emit": "updates"}],
                     "sinks": [{"from": "counts", "kafka": {"topic": f"{topic}-out"}}],
                     "executors": 1, "driver": {"cores": 1, "memory": "1g"}, "executor": {"cores": 1, "memory": "1g"},
-                    "sparkConf": {"spark.kubernetes.executor.request.cores": "250m"},
+                    "sparkConf": spark_conf(),
                     # the hostPath volume below offers ReadWriteMany only (a ReadWriteOnce claim would not bind)
                     "state": {"checkpoint": {"size": "1Gi", "storageClassName": CLASS, "accessModes": ["ReadWriteMany"]}},
                     # long enough to read the failed driver while it is kept
@@ -125,8 +125,10 @@ def test_a_driver_killed_out_of_memory(operator, topic):
     c = operator
     streams = [{"name": f"counts{i}", "from": "lines", "steps": [
         {"aggregate": {"groupBy": ["value"], "columns": {"n": "count(*)"}}}], "emit": "updates"} for i in range(3)]
+    # The JVM's own defaults: C1 alone and the serial collector (SHORT_LIVED_JVMS) left the pair under the limit.
     _app(c, "too-small", topic, driver={"cores": 1, "memory": "512m", "memoryOverhead": "1m"}, streams=streams,
-         sinks=[{"from": s["name"], "kafka": {"topic": f"{topic}-{s['name']}"}} for s in streams])
+         sinks=[{"from": s["name"], "kafka": {"topic": f"{topic}-{s['name']}"}} for s in streams],
+         sparkConf={"spark.kubernetes.executor.request.cores": "250m"})
     _started(c, "too-small")
     status = wait_for("OOMKilled", lambda: _why(c, "too-small", ("OOMKilled", "CrashLoop")), timeout=240, every=2)
     assert "out of memory" in status["message"] and "raise spec.driver.memory (now 512m)" in status["message"], status

@@ -11,7 +11,7 @@ import json
 import pytest
 import yaml
 
-from streamapp_testkit.e2e_clicks import CLASS, NS, REPO, RUN, app_object, running, suspend_click_sessions
+from streamapp_testkit.e2e_clicks import CLASS, NS, REPO, RUN, app_object, running, spark_conf, suspend_click_sessions
 from streamapp_testbed.waiting import NotYet, wait_for
 from streamapp_testbed import cluster_apps, kafka_admin
 
@@ -34,7 +34,7 @@ def manifest(bootstrap: str) -> dict:
         "driver": {"cores": 1, "memory": "1g"},
         "executor": {"cores": 2, "memory": "1g"},
         # a 2-core node: the executors' slots are threads that mostly wait, so they ask for little CPU
-        "sparkConf": {"spark.kubernetes.executor.request.cores": "200m"},
+        "sparkConf": spark_conf("200m"),
         "restartPolicy": {"backoff": "1s", "maxBackoff": "10s", "maxRestarts": 0},
     })
     return doc
