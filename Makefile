@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 # Every process a run starts inherits this id; `leftovers` finds exactly those still running.
 export STREAMAPP_TESTBED_RUN ?= $(shell date +%s%N)
 
-.PHONY: help venv deps local-deps test unit integration demo demo-local testbed-up crds images push push-registry-given registry e2e quickstart kind-image kind-up kind-smoke kind-down
+.PHONY: help venv deps local-deps setup test unit integration demo demo-local testbed-up crds images push push-registry-given registry e2e quickstart kind-image kind-install kind-up kind-smoke kind-down
 
 help:
 	@echo "make test        install what is missing, start the test bed and the cluster, run every test, stop everything"
@@ -53,7 +53,15 @@ local-deps:
 # the other. Per-test times: $(STREAMAPP_CACHE)/logs/junit-*.xml.
 TEST_LANES ?= 2
 OPERATOR_LANE2 := $(addprefix tests/operator/test_operator_,nodes.py replicas.py kill_loop.py stall_pause.py admission.py autoscaling.py)
-test: deps images kind-image registry
+# What `make test` needs before its first test. The images' builds (downloads, dpkg, docker) leave
+# a core idle that the Go builds of kind's parts and of the registry fill, so they run side by side
+# (after the one apt-get both would otherwise start); then the node image, which needs both.
+setup: deps
+	@$(CLUSTER_ENV); bash testbed/cluster/deps.sh
+	@$(MAKE) --no-print-directory -j3 --output-sync=target -o deps images kind-install registry
+	@$(MAKE) --no-print-directory kind-image
+
+test: setup
 	@status=0; logs=$(STREAMAPP_CACHE)/logs; run=$(STREAMAPP_TESTBED_RUN); \
 	  lane1() { local s=0; \
 	    $(PYTHON) -m pytest -m "not alone" --ignore=tests/operator --junitxml=$$logs/junit-$$run-suite.xml $(PYTEST_ARGS) || s=$$?; \
@@ -136,6 +144,10 @@ e2e: kind-image images
 # proxy only, no container registry. kind-up leaves it running (KUBECONFIG: $(STREAMAPP_CACHE)/kind-streamapp.kubeconfig).
 kind-image:
 	@$(CLUSTER_ENV); bash testbed/kind/kind.sh image
+
+# kind and the node's own builds (kubelet, kubeadm, crictl...): the first part of kind-image.
+kind-install:
+	@$(CLUSTER_ENV); bash testbed/kind/install.sh
 
 kind-up:
 	@$(CLUSTER_ENV); bash testbed/kind/kind.sh up

@@ -16,11 +16,7 @@ if [[ -f $stamp ]]; then
 fi
 mkdir -p "$out/bin"
 
-export GOFLAGS=-mod=mod
-export GOTOOLCHAIN=local
-export CGO_ENABLED=0
-# Go keeps its module and build caches inside ours, so one folder holds every heavy artefact.
-export GOMODCACHE=$CACHE/go/mod GOCACHE=$CACHE/go/build
+source "$(dirname "${BASH_SOURCE[0]}")/go-env.sh"
 
 gomod=$(go mod download -json "helm.sh/helm/v3@$HELM_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
 client_go=$(awk '$1 == "k8s.io/client-go" {print $2}' "$gomod")   # v0.36.2 -> Kubernetes 1.36

@@ -10,8 +10,7 @@ CACHE=${CACHE:?}
 out=$CACHE/karpenter-$KARPENTER_VERSION
 [[ -f $out/.complete ]] && exit 0
 mkdir -p "$out/bin"
-export GOFLAGS=-mod=mod GOTOOLCHAIN=local CGO_ENABLED=0
-export GOMODCACHE=$CACHE/go/mod GOCACHE=$CACHE/go/build
+source "$(dirname "${BASH_SOURCE[0]}")/go-env.sh"
 echo ">> go install sigs.k8s.io/karpenter/kwok@$KARPENTER_VERSION"
 t0=$SECONDS
 GOBIN=$out/bin go install -trimpath -ldflags "-s -w" "sigs.k8s.io/karpenter/kwok@$KARPENTER_VERSION"

@@ -31,17 +31,12 @@ exec 9>"$out/.lock"
 flock 9
 [[ -f $stamp ]] && exit 0
 
+source "$(dirname "${BASH_SOURCE[0]}")/go-env.sh"
 staging_tag="v0.${KUBE_VERSION#v1.}"   # v1.34.4 -> v0.34.4
 minor=$(echo "$KUBE_VERSION" | cut -d. -f2)
 work=$out/wrapper
 mkdir -p "$work" "$out/bin"
 cd "$work"
-
-export GOFLAGS=-mod=mod
-export GOTOOLCHAIN=local
-export CGO_ENABLED=0
-# Go keeps its module and build caches inside ours, so one folder holds every heavy artefact.
-export GOMODCACHE=$CACHE/go/mod GOCACHE=$CACHE/go/build
 
 echo ">> resolving k8s.io/kubernetes@$KUBE_VERSION"
 rm -f go.mod go.sum

@@ -8,8 +8,7 @@ CACHE=${CACHE:?}
 out=$CACHE/registry-$REGISTRY_VERSION
 [[ -f $out/.complete ]] && exit 0
 mkdir -p "$out/bin"
-export GOFLAGS=-mod=mod GOTOOLCHAIN=local CGO_ENABLED=0
-export GOMODCACHE=$CACHE/go/mod GOCACHE=$CACHE/go/build
+source "$(dirname "${BASH_SOURCE[0]}")/go-env.sh"
 echo ">> go install github.com/distribution/distribution/v3/cmd/registry@$REGISTRY_VERSION"
 t0=$SECONDS
 GOBIN=$out/bin go install -trimpath -ldflags "-s -w" "github.com/distribution/distribution/v3/cmd/registry@$REGISTRY_VERSION"

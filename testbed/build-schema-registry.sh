@@ -19,10 +19,7 @@ if [[ -f $stamp ]]; then
 fi
 mkdir -p "$out/bin"
 
-export GOFLAGS=-mod=mod
-export GOTOOLCHAIN=local
-export CGO_ENABLED=0
-export GOMODCACHE=$CACHE/go/mod GOCACHE=$CACHE/go/build
+source "$(dirname "${BASH_SOURCE[0]}")/go-env.sh"
 
 dir=$(go mod download -json "$module@$SCHEMA_REGISTRY_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
 src=$(mktemp -d)

@@ -5,6 +5,7 @@
 # local-path-provisioner, crictl, and Kubernetes' control plane, etcd, kubelet, kube-proxy and kubeadm
 # (testbed/build-kube.sh). Downloads happen here only: nothing later fetches anything.
 source "$(dirname "$0")/common.sh"
+source "$testbed/go-env.sh"
 
 bash "$testbed/cluster/deps.sh"
 
