@@ -115,7 +115,10 @@ def test_broker_down_mid_run_is_waited_out_and_nothing_is_lost(own_kafka, names,
         assert text.count("Connection to node") < 5  # Kafka's per-second warnings are quieted
         port = int(re.search(r"metrics and health on :(\d+)", text).group(1))
         query = re.search(r"restarted query (totals-\S+)", text).group(1)
-        assert metric(port, "streamapp_query_restarts_total", query) == 2
+        # One restart found the broker still down, so at least two; how many more depends on how long
+        # the broker takes to come back on a loaded machine. The metric counts each one the log shows.
+        restarts = text.count(f"restarted query {query} from checkpoint")
+        assert restarts >= 2 and metric(port, "streamapp_query_restarts_total", query) == restarts
 
         # A second outage: the query made progress since, so it starts again at attempt 1; SIGTERM
         # while it waits ends the run at once, with exit code 0.
