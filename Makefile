@@ -42,17 +42,14 @@ local-deps:
 	@CACHE=$(STREAMAPP_CACHE) bash testbed/bootstrap.sh local
 
 # Every test, in two lanes side by side (a sequential run used the machine's two cores at 61 % of
-# one), balanced by the junit times: lane 1 is the suite on its test bed but the operator's tests,
-# then the operator's tests but OPERATOR_LANE2 on a test bed of their own; lane 2 the end-to-end
-# tests on the kind cluster (tests/e2e, brought up and down around them unless `make kind-up` left
-# one up), then the README's quickstart on a kind cluster of its own (tests/quickstart), then
-# OPERATOR_LANE2 on a test bed of their own. The suite and lane 2's first two parts take about as
-# long, so the operator's tests are split between the lanes by their junit times; a new module of
-# tests/operator runs in lane 1. They share nothing but the run id. Last, alone, the tests marked
-# `alone` (they need the machine's firewall to themselves). TEST_LANES=1 runs the lanes one after
-# the other. Per-test times: $(STREAMAPP_CACHE)/logs/junit-*.xml.
+# one), balanced by the junit times: lane 1 is the suite on its test bed but the operator's tests;
+# lane 2 the end-to-end tests on the kind cluster (tests/e2e, brought up and down around them unless
+# `make kind-up` left one up), then the README's quickstart on a kind cluster of its own
+# (tests/quickstart), then the operator's tests on a test bed of their own (they mostly wait, and
+# lane 2's first two parts end minutes before the suite). They share nothing but the run id. Last,
+# alone, the tests marked `alone` (they need the machine's firewall to themselves). TEST_LANES=1 runs
+# the lanes one after the other. Per-test times: $(STREAMAPP_CACHE)/logs/junit-*.xml.
 TEST_LANES ?= 2
-OPERATOR_LANE2 := $(addprefix tests/operator/test_operator_,nodes.py replicas.py kill_loop.py stall_pause.py admission.py autoscaling.py)
 # What `make test` needs before its first test. The images' builds (downloads, dpkg, docker) leave
 # a core idle that the Go builds of kind's parts and of the registry fill, so they run side by side
 # (after the one apt-get both would otherwise start); then the node image, which needs both.
@@ -65,15 +62,14 @@ test: setup
 	@status=0; logs=$(STREAMAPP_CACHE)/logs; run=$(STREAMAPP_TESTBED_RUN); \
 	  lane1() { local s=0; \
 	    $(PYTHON) -m pytest -m "not alone" --ignore=tests/operator --junitxml=$$logs/junit-$$run-suite.xml $(PYTEST_ARGS) || s=$$?; \
-	    $(PYTHON) -m pytest -m "not alone" tests/operator $(addprefix --ignore=,$(OPERATOR_LANE2)) --junitxml=$$logs/junit-$$run-operator.xml $(PYTEST_ARGS) || s=$$?; \
 	    return $$s; }; \
 	  lane2() { local s=0; \
 	    STREAMAPP_E2E_CLUSTER=kind $(PYTHON) -m pytest -m e2e tests/e2e --junitxml=$$logs/junit-$$run-e2e.xml $(PYTEST_ARGS) || s=$$?; \
 	    STREAMAPP_QUICKSTART=kind $(PYTHON) -m pytest tests/quickstart --junitxml=$$logs/junit-$$run-quickstart.xml $(PYTEST_ARGS) || s=$$?; \
-	    $(PYTHON) -m pytest -m "not alone" $(OPERATOR_LANE2) --junitxml=$$logs/junit-$$run-operator2.xml $(PYTEST_ARGS) || s=$$?; \
+	    $(PYTHON) -m pytest -m "not alone" tests/operator --junitxml=$$logs/junit-$$run-operator.xml $(PYTEST_ARGS) || s=$$?; \
 	    return $$s; }; \
 	  if [ "$(TEST_LANES)" = 2 ]; then \
-	    echo ">> lane 2 (end-to-end, then the README quickstart) runs alongside; its output: $$logs/lane2-$$run.log, printed after lane 1"; \
+	    echo ">> lane 2 (end-to-end, the README quickstart, then the operator's tests) runs alongside; its output: $$logs/lane2-$$run.log, printed after lane 1"; \
 	    lane2 >"$$logs/lane2-$$run.log" 2>&1 & lane2_pid=$$!; \
 	    lane1 || status=$$?; \
 	    wait $$lane2_pid || status=$$?; echo ">> lane 2:"; cat "$$logs/lane2-$$run.log"; \
