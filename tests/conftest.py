@@ -18,6 +18,7 @@ from streamapp_testbed import netguard
 from streamapp_testbed.kafka import KafkaBroker
 from streamapp_testbed.kube import ControlPlane, assert_testbed_kubeconfig
 from streamapp_testbed.kwok import Kwok
+from streamapp_testkit import SHORT_LIVED_JVM_OPTIONS
 from streamapp_testbed.paths import local_run_env
 from streamapp_testbed.postgres import Postgres
 from streamapp_testbed.prometheus import Prometheus
@@ -156,8 +157,7 @@ def pytest_configure(config):
     # (50 by default) at every batch that writes it: on the tests' tables of a few files those tasks
     # were most of a Delta batch. A JVM system property `spark.*` is a setting of that JVM's Spark
     # session; it changes no result either.
-    os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC "
-                          "-Dspark.databricks.delta.snapshotPartitions=1")
+    os.environ.setdefault("SPARK_SUBMIT_OPTS", f"{SHORT_LIVED_JVM_OPTIONS} -Dspark.databricks.delta.snapshotPartitions=1")
     # Scratch space of this run, removed at its end: Spark's local dirs (a driver killed with -9
     # never removes its own, and a run used to leave ~80 of them under /tmp), helm's home, the
     # webhook's certificates, whatever a test's tempfile.mkdtemp makes.

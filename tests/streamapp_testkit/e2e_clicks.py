@@ -12,6 +12,7 @@ from pathlib import Path
 from streamapp_testbed import clickstream, cluster_apps, kafka_admin
 from streamapp_testbed.cluster_apps import round_events
 from streamapp_testbed.waiting import NotYet, wait_for
+from streamapp_testkit import SHORT_LIVED_JVM_OPTIONS
 
 REPO = Path(__file__).resolve().parents[2]
 NS = "streamapp-e2e"
@@ -21,12 +22,11 @@ RUN = os.urandom(3).hex()  # topics, table, volume: fresh names on a cluster (an
 TOPIC, OUT, TABLE = f"clickstream-{RUN}", f"session-summaries-{RUN}", f"session_stats_{RUN}"
 PG_SECRET = "pg"
 TRIGGER = "5s"
-# Every JVM of an end-to-end app lives a minute or a few on a few hundred clicks: the C1 compiler alone
-# and the serial collector spend far less CPU on them than the JVM's defaults, as for the local JVMs
-# (tests/conftest.py), and change nothing the app computes. The e2e operator's policy allows these
-# two keys (tests/e2e/conftest.py). The load step keeps the defaults: it measures executors keeping up.
+# Every JVM of an end-to-end app lives a minute or a few on a few hundred clicks (SHORT_LIVED_JVM_OPTIONS).
+# The e2e operator's policy allows these two keys (tests/e2e/conftest.py). The load step keeps the
+# defaults: it measures executors keeping up.
 SHORT_LIVED_JVMS = dict.fromkeys(("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"),
-                                 "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+                                 SHORT_LIVED_JVM_OPTIONS)
 
 
 def spark_conf(request_cores: str = "250m") -> dict[str, str]:
