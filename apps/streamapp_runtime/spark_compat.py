@@ -421,6 +421,38 @@ def plan_classes(df, optimized: bool = False) -> frozenset[str]:
     return frozenset(str(node.getClass().getName()) for node in _catalyst_nodes(df.sparkSession, root))
 
 
+# --- Which rows a micro-batch's partition holds (sinks/replay.py) -----------------------------------
+# foreachBatch gets the batch as a scan of the RDD the query's plan made (Spark 4.2: RDDScanExec, below
+# whole-stage code generation); that RDD's lineage shows where each partition's rows come from.
+_SCAN_ABOVE = frozenset({"WholeStageCodegenExec", "InputAdapter", "ProjectExec", "FilterExec", "ColumnarToRowExec"})
+_STATE_RDD = "StateStoreRDD"  # a stateful operator's partitions, one state store partition each
+_ONE_TO_ONE = "org.apache.spark.OneToOneDependency"
+
+
+def partitioned_by_state(df) -> bool:
+    """Whether partition ``p`` of ``df`` (a micro-batch inside foreachBatch) holds the rows a stateful
+    operator emitted from its state partition ``p``, row by row: the RDD it scans descends through
+    one-to-one dependencies only (no shuffle, no union) from a StateStoreRDD with the session's shuffle
+    partitions. False when the plan is of another shape."""
+    try:
+        node = df._jdf.queryExecution().executedPlan()
+        while _simple_name(node) != "RDDScanExec":
+            children = _seq(node.children())
+            if _simple_name(node) not in _SCAN_ABOVE or len(children) != 1:
+                return False
+            node = children[0]
+        rdd = node.rdd()
+        while _simple_name(rdd) != _STATE_RDD:
+            dependencies = _seq(rdd.dependencies())
+            if len(dependencies) != 1 or dependencies[0].getClass().getName() != _ONE_TO_ONE:
+                return False
+            rdd = dependencies[0].rdd()
+        return rdd.getNumPartitions() == int(df.sparkSession.conf.get("spark.sql.shuffle.partitions"))
+    except Exception:  # noqa: BLE001 - an unexpected plan: the rows are partitioned by content instead
+        log.debug("lineage of a micro-batch not read", exc_info=True)
+        return False
+
+
 # --- A micro-batch query's stop after its batch in flight --------------------------------------------
 
 # The state a stopped query is in; the loop of a micro-batch query reads it before each batch (the one

@@ -84,7 +84,9 @@ def second_apps_leftovers(kafka, admin, dsn: str, name: str, topics: dict[str, s
     for group in made:
         admin_commit(admin)(group, offsets)
     eos = kafka_eos.Target({"bootstrap.servers": kafka.bootstrap}, topics["out"], KAFKA_QUERY)
-    kafka_eos.write_partition(eos, other, 0, 0, [("k", "v")])
+    writers = kafka_eos.OpenWriters(1)
+    kafka_eos.write_partition(eos, other, 0, 0, [("k", "v")], writers)
+    writers.close()
     pg = pg_sink.Target(dsn, "orders", ("id", "n"), ("text", "bigint"), ("id",), PG_QUERY)
     pg_sink.write_partition(pg, other, 0, 0, [{"id": "dev-only", "n": 1}])
     return made | {kafka_eos.writer_id(KAFKA_QUERY, other, 0)}

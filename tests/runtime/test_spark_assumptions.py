@@ -171,3 +171,36 @@ def test_a_json_source_is_parsed_once_per_record_whatever_filters_follow(spark):
     assert plan.count("from_json") == 1, plan
     assert [r["user"] for r in good.collect()] == ["u1"]
     assert [r[ERROR] for r in parse(raw, source, {}).where(F.col(ERROR).isNotNull()).collect()] == ["malformed"]
+
+
+def _partitioned_by_state(spark, source, checkpoint, stream) -> list[tuple[bool, int]]:
+    """(spark_compat.partitioned_by_state, the frame's partitions) of each batch of ``stream(events)``
+    to a key and a JSON value, as sinks/kafka.py writes it."""
+    seen: list[tuple[bool, int]] = []
+
+    def batch(df, _id) -> None:
+        by_state = spark_compat.partitioned_by_state(df)
+        seen.append((by_state, len(df.rdd.glom().collect())))  # every partition read: Spark checks its state commits
+
+    events = spark.readStream.schema("user STRING, n INT").json(str(source))
+    rows = stream(events).select(F.col("user").alias("key"), F.to_json(F.struct("*")).alias("value"))
+    query = (rows.writeStream.outputMode("update").foreachBatch(batch)
+             .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+    query.awaitTermination(120)
+    assert query.exception() is None
+    return seen
+
+
+def test_a_batch_out_of_an_aggregation_keeps_its_state_partitions(spark, tmp_path):
+    """sinks/replay.by_content_or_state: a frame that comes out of a stateful operator through
+    projections is read from the operator's partitions (the shuffle partitions); a stateless one is not."""
+    source = tmp_path / "in"
+    _files(source, [{"user": f"u{i % 5}", "n": i} for i in range(20)])
+    partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    counted = _partitioned_by_state(spark, source, tmp_path / "counted",
+                                    lambda events: events.groupBy("user").agg(F.sum("n").alias("n")))
+    deduplicated = _partitioned_by_state(spark, source, tmp_path / "deduplicated",
+                                         lambda events: events.dropDuplicates(["user"]))
+    stateless = _partitioned_by_state(spark, source, tmp_path / "stateless", lambda events: events.where("n > 3"))
+    assert counted == deduplicated == [(True, partitions)]
+    assert [by_state for by_state, _ in stateless] == [False]

@@ -8,6 +8,11 @@ partitions: Spark orders a stateless batch's Kafka offset ranges as the map it p
 differs between the first run and a replay (seen: a killed run's replay skipped the partition holding
 other rows, 13 rows lost and 11 written twice). So the writers get the rows by a hash of their content
 into the query's shuffle partitions, which its checkpoint fixes.
+
+A batch whose rows come out of a stateful operator (an aggregation, a deduplication, a state
+function) row by row is partitioned that way already: partition ``p`` holds what the operator emitted
+from state partition ``p``, whose keys the checkpoint fixes and whose input and state version the
+replay repeats. ``by_content_or_state`` keeps such a batch as it is, which spares a shuffle.
 """
 
 from __future__ import annotations
@@ -15,8 +20,16 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from streamapp_runtime import spark_compat
+
 
 def by_content(df: DataFrame, columns: list[str]) -> DataFrame:
     """``df`` repartitioned by a hash of ``columns`` into the query's shuffle partitions."""
     partitions = int(df.sparkSession.conf.get("spark.sql.shuffle.partitions"))
     return df.repartition(partitions, *[F.col(f"`{c}`") for c in columns])
+
+
+def by_content_or_state(df: DataFrame, columns: list[str]) -> DataFrame:
+    """``df`` as it is when a stateful operator's partitions made it (``spark_compat.partitioned_by_state``),
+    else ``by_content``."""
+    return df if spark_compat.partitioned_by_state(df) else by_content(df, columns)
