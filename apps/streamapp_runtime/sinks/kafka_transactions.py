@@ -141,7 +141,8 @@ class PartitionWriter:
         earlier batch it is the first request to the broker, so a producer fenced meanwhile fails here,
         before any row. A writer with no marker yet sends it at commit instead: its topic may not exist
         until its first rows make the broker create it (a marker sent first would fail with
-        UNKNOWN_TOPIC_OR_PART), and its producer, just initialised, has had no time to be fenced."""
+        UNKNOWN_TOPIC_OR_PART); its producer was initialised for this batch, and a fence since then
+        fails its commit, which aborts the batch, as without kept writers."""
         if batch_id <= self.committed:
             return False
         self.producer.begin_transaction()
