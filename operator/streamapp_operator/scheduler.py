@@ -11,7 +11,9 @@ after each; driver metrics read in the background, never inside a reconcile.
   nothing new. Deletions always count.
 - **The next look**: when the plan asks (restart backoff, debounce window, a terminating pod, Kafka
   down), else after the resync interval. The resync is this requeue rather than a kopf timer, because
-  kopf timers put a finalizer on every app and deleting an app must never wait for the operator.
+  kopf timers put a finalizer on every app and deleting an app must never wait for the operator. A
+  look the plan asks for later than a resync (the end of a change's health window, minutes on) is kept
+  as a due time: the resyncs before it stay cheap, and the first look at or after it is a full one.
 - **The periodic look is cheap**: it reads the app's partition counts (from the per-cluster cache, no
   API request) and reconciles only when they differ from what the last reconcile saw; changes of the
   app and its driver pod come as watch events anyway. A full reconcile still comes at least every
@@ -83,6 +85,7 @@ class _App:
     probe: PartitionProbe | None = None  # how to read the app's partition counts again
     kafka: Kafka | None = None  # what the last reconcile saw of them
     periodic: bool = False  # the timer set is the plain periodic look
+    due: float | None = None  # loop time of a full look the plan asked for beyond the next resync
     essence: tuple | None = None  # what the user wrote of the app, as its last event had it
 
 
@@ -185,15 +188,27 @@ class Reconciler:
         if known is None:  # read afresh by this reconcile: the next full read is due CHILDREN_EVERY resyncs on
             app.known_at = began
         self._read_metrics(key, outcome.driver)
+        asked = outcome.plan.requeue
+        app.due = None
         if outcome.reread:
             self.requeue(namespace, name, 0)
-        elif outcome.plan.requeue is None:
-            self.requeue(namespace, name, self._periodic(), periodic=True)
+        elif asked is not None and asked.total_seconds() <= self.resync:
+            self.requeue(namespace, name, min(asked.total_seconds(), self._periodic()))
         else:
-            self.requeue(namespace, name, min(outcome.plan.requeue.total_seconds(), self._periodic()))
+            if asked is not None:  # beyond the next resync: the resyncs until then may end at the partition counts
+                app.due = loop.time() + asked.total_seconds()
+            self._next_periodic(namespace, name, app)
 
     def _periodic(self) -> float:
         return self.resync * (1 - JITTER * random.random())
+
+    def _next_periodic(self, namespace: str, name: str, app: _App) -> None:
+        """The periodic look, or the full look the plan asked for if that is due first."""
+        delay, now = self._periodic(), asyncio.get_running_loop().time()
+        if app.due is not None and app.due - now <= delay:
+            self.requeue(namespace, name, app.due - now)
+        else:
+            self.requeue(namespace, name, delay, periodic=True)
 
     async def driver_event(self, namespace: str, name: str, event_type: str | None, pod: dict) -> None:
         app = self.apps.get((namespace, name))
@@ -232,17 +247,18 @@ class Reconciler:
             app.timer = None
             if app.periodic and await self._nothing_new(app):
                 self._read_metrics((namespace, name), app.driver)
-                self.requeue(namespace, name, self._periodic(), periodic=True)
+                self._next_periodic(namespace, name, app)
                 return
         await self.run(namespace, name)  # retries its own failures
 
     async def _nothing_new(self, app: _App) -> bool:
         """Whether the periodic look can end at the partition counts: they are as the last reconcile saw
         them (from the cache, no API request), Kafka answered then, and the children were read or written
-        less than FULL_EVERY resyncs ago."""
+        less than FULL_EVERY resyncs ago, and no look the plan asked for is due."""
         loop = asyncio.get_running_loop()
         if app.probe is None or app.kafka is None or app.kafka.error or app.known is None or \
-                loop.time() - app.known_at >= self.resync * FULL_EVERY or app.waiting or app.lock.locked():
+                loop.time() - app.known_at >= self.resync * FULL_EVERY or app.waiting or app.lock.locked() or \
+                (app.due is not None and loop.time() >= app.due):
             return False
         self._start()
         try:

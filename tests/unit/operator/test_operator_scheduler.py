@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 
 import pytest
 
@@ -138,6 +139,7 @@ SAME, MORE = Kafka(partitions=4), Kafka(partitions=8)
     (dict(probe=_Probe(SAME), kafka=SAME, known=None), 0, False),  # children to be read afresh
     (dict(probe=_Probe(SAME), kafka=SAME, known=pack({})), 30 * FULL_EVERY, False),  # a full reconcile is due
     (dict(probe=_Probe(SAME), kafka=SAME, known=pack({}), waiting=True), 0, False),  # a reconcile is on its way
+    (dict(probe=_Probe(SAME), kafka=SAME, known=pack({}), due=0.0), 0, False),  # a look the plan asked for is due
 ])
 def test_the_periodic_look_is_cheap_only_when_nothing_can_be_new(app, children_age, cheap):
     async def scenario() -> bool:
@@ -222,3 +224,50 @@ def test_only_namespace_patterns_make_the_operator_scan_namespaces_and_crds(name
     from streamapp_operator import handlers
 
     assert handlers.needs_scanning(namespaces) is scan
+
+
+@pytest.mark.parametrize(("asked", "expected"), [
+    (None, (27.0, 30.0, True, None)),  # nothing asked: the periodic look, cheap
+    (timedelta(seconds=10), (10.0, 10.0, False, None)),  # a backoff within a resync: a full look then
+    # the end of a health window minutes on: the resyncs until then stay cheap, the plan's look is kept as due
+    (timedelta(minutes=5), (27.0, 30.0, True, 300.0)),
+])
+def test_a_look_the_plan_asks_for_beyond_a_resync_leaves_the_resyncs_before_it_cheap(monkeypatch, asked, expected):
+    from streamapp_operator import scheduler
+    from streamapp_operator.decide.world import Plan
+    from streamapp_operator.reconcile import Outcome
+
+    monkeypatch.setattr(scheduler, "reconcile", lambda *args, **kwargs: Outcome(Plan(status={}, requeue=asked)))
+
+    async def scenario() -> tuple[float, float, bool, float | None]:
+        reconciler = Reconciler(Settings(default_image="runtime"), resync=30)
+        reconciler.kube, reconciler.caches, reconciler.pool = object(), Caches(), ThreadPoolExecutor(1)
+        try:
+            await reconciler.run(*KEY)
+            app, now = reconciler.apps[KEY], asyncio.get_running_loop().time()
+            return app.timer.when() - now, app.periodic, None if app.due is None else round(app.due - now)
+        finally:
+            await reconciler.close()
+
+    low, high, periodic, due = expected
+    left, got_periodic, got_due = asyncio.run(scenario())
+    assert low - 0.1 <= left <= high and got_periodic is periodic and got_due == due
+
+
+@pytest.mark.parametrize(("due_in", "expected"), [
+    (None, True),  # nothing due: the periodic look
+    (300.0, True),  # due long after the next resync: the periodic look first
+    (12.0, False),  # due before the next resync: a full look when it is due
+])
+def test_after_a_cheap_look_the_next_is_the_plans_if_it_is_due_first(due_in, expected):
+    async def scenario() -> tuple[bool, float]:
+        reconciler = Reconciler(Settings(default_image="runtime"), resync=30)
+        loop = asyncio.get_running_loop()
+        app = reconciler.apps[KEY] = _App(due=None if due_in is None else loop.time() + due_in)
+        reconciler._next_periodic(*KEY, app)
+        left = app.timer.when() - loop.time()
+        app.timer.cancel()
+        return app.periodic, left
+
+    periodic, left = asyncio.run(scenario())
+    assert periodic is expected and (left <= 30 if expected else abs(left - due_in) < 0.5)
