@@ -12,8 +12,8 @@ after each; driver metrics read in the background, never inside a reconcile.
 - **The next look**: when the plan asks (restart backoff, debounce window, a terminating pod, Kafka
   down), else after the resync interval. The resync is this requeue rather than a kopf timer, because
   kopf timers put a finalizer on every app and deleting an app must never wait for the operator. A
-  look the plan asks for later than a resync (the end of a change's health window, minutes on) is kept
-  as a due time: the resyncs before it stay cheap, and the first look at or after it is a full one.
+  moment the plan names as due (the end of a change's health window, minutes on) gets a full look, and
+  the resyncs before it may stay cheap.
 - **The periodic look is cheap**: it reads the app's partition counts (from the per-cluster cache, no
   API request) and reconciles only when they differ from what the last reconcile saw; changes of the
   app and its driver pod come as watch events anyway. A full reconcile still comes at least every
@@ -85,7 +85,7 @@ class _App:
     probe: PartitionProbe | None = None  # how to read the app's partition counts again
     kafka: Kafka | None = None  # what the last reconcile saw of them
     periodic: bool = False  # the timer set is the plain periodic look
-    due: float | None = None  # loop time of a full look the plan asked for beyond the next resync
+    due: float | None = None  # loop time of the full look the plan named as due (Plan.due)
     essence: tuple | None = None  # what the user wrote of the app, as its last event had it
 
 
@@ -188,22 +188,22 @@ class Reconciler:
         if known is None:  # read afresh by this reconcile: the next full read is due CHILDREN_EVERY resyncs on
             app.known_at = began
         self._read_metrics(key, outcome.driver)
-        asked = outcome.plan.requeue
-        app.due = None
+        asked, due = outcome.plan.requeue, outcome.plan.due
+        app.due = None if due is None else loop.time() + due.total_seconds()
         if outcome.reread:
             self.requeue(namespace, name, 0)
-        elif asked is not None and asked.total_seconds() <= self.resync:
+        elif asked is not None:
             self.requeue(namespace, name, min(asked.total_seconds(), self._periodic()))
+            if app.due is not None:
+                self.requeue(namespace, name, app.due - loop.time())  # the earlier of the two stands
         else:
-            if asked is not None:  # beyond the next resync: the resyncs until then may end at the partition counts
-                app.due = loop.time() + asked.total_seconds()
             self._next_periodic(namespace, name, app)
 
     def _periodic(self) -> float:
         return self.resync * (1 - JITTER * random.random())
 
     def _next_periodic(self, namespace: str, name: str, app: _App) -> None:
-        """The periodic look, or the full look the plan asked for if that is due first."""
+        """The periodic look, or the full look the plan named as due if that comes first."""
         delay, now = self._periodic(), asyncio.get_running_loop().time()
         if app.due is not None and app.due - now <= delay:
             self.requeue(namespace, name, app.due - now)
@@ -254,7 +254,7 @@ class Reconciler:
     async def _nothing_new(self, app: _App) -> bool:
         """Whether the periodic look can end at the partition counts: they are as the last reconcile saw
         them (from the cache, no API request), Kafka answered then, and the children were read or written
-        less than FULL_EVERY resyncs ago, and no look the plan asked for is due."""
+        less than FULL_EVERY resyncs ago, and the moment the plan named as due has not come."""
         loop = asyncio.get_running_loop()
         if app.probe is None or app.kafka is None or app.kafka.error or app.known is None or \
                 loop.time() - app.known_at >= self.resync * FULL_EVERY or app.waiting or app.lock.locked() or \

@@ -101,8 +101,6 @@ def _assemble(obs: Observed, app: StreamApp, change: Change, kafka: _KafkaHealth
         requeue = sizing.wait  # look again when the debounce window ends
     if requeue is None and obs.kafka.error:
         requeue = kafka_retry
-    if upgrade.requeue is not None:  # the change's health window ends
-        requeue = min(requeue, upgrade.requeue) if requeue is not None else upgrade.requeue
     refused = (Event("Warning", "IncompatibleChange", f"{change.field}: {change.reason}"),) \
         if change.kind == "incompatible" else ()
     snapshots = snapshot_status(obs.progress, obs.status.get("state") or {},
@@ -114,7 +112,7 @@ def _assemble(obs: Observed, app: StreamApp, change: Change, kafka: _KafkaHealth
     return Plan(status=status, create=tuple(create), patch=tuple(patches), driver=driver.action,
                 driver_pod=driver.pod, driver_patch=driver.driver_patch, status_first=driver.status_first,
                 events=kafka.events + sizing.events + refused + upgrade.events + driver.events + snapshots.events,
-                requeue=requeue,
+                requeue=requeue, due=upgrade.requeue,  # the change's health window ends
                 memory=sizing.memory, restarted=driver.restarted, desired_executors=sizing.desired)
 
 

@@ -218,7 +218,9 @@ class Plan:
     driver_patch: dict[str, Any] | None = None  # a merge patch of the running driver pod (rescale in place)
     status_first: bool = False  # deletions: record intent in status before acting
     events: tuple[Event, ...] = ()
-    requeue: timedelta | None = None
+    requeue: timedelta | None = None  # a full look then (or at the next resync, if that is sooner)
+    # A full look then, with nothing to look at before it: the resyncs until then may stay cheap.
+    due: timedelta | None = None
     memory: Memory = field(default_factory=Memory)
     restarted: bool = False
     desired_executors: int | None = None

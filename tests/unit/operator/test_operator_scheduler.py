@@ -139,7 +139,7 @@ SAME, MORE = Kafka(partitions=4), Kafka(partitions=8)
     (dict(probe=_Probe(SAME), kafka=SAME, known=None), 0, False),  # children to be read afresh
     (dict(probe=_Probe(SAME), kafka=SAME, known=pack({})), 30 * FULL_EVERY, False),  # a full reconcile is due
     (dict(probe=_Probe(SAME), kafka=SAME, known=pack({}), waiting=True), 0, False),  # a reconcile is on its way
-    (dict(probe=_Probe(SAME), kafka=SAME, known=pack({}), due=0.0), 0, False),  # a look the plan asked for is due
+    (dict(probe=_Probe(SAME), kafka=SAME, known=pack({}), due=0.0), 0, False),  # the moment the plan named has come
 ])
 def test_the_periodic_look_is_cheap_only_when_nothing_can_be_new(app, children_age, cheap):
     async def scenario() -> bool:
@@ -226,20 +226,22 @@ def test_only_namespace_patterns_make_the_operator_scan_namespaces_and_crds(name
     assert handlers.needs_scanning(namespaces) is scan
 
 
-@pytest.mark.parametrize(("asked", "expected"), [
-    (None, (27.0, 30.0, True, None)),  # nothing asked: the periodic look, cheap
-    (timedelta(seconds=10), (10.0, 10.0, False, None)),  # a backoff within a resync: a full look then
-    # the end of a health window minutes on: the resyncs until then stay cheap, the plan's look is kept as due
-    (timedelta(minutes=5), (27.0, 30.0, True, 300.0)),
+@pytest.mark.parametrize(("asked", "due", "expected"), [
+    (None, None, (27.0, 30.0, True, None)),  # nothing asked: the periodic look, cheap
+    (timedelta(seconds=10), None, (10.0, 10.0, False, None)),  # a backoff: a full look then
+    (timedelta(minutes=2), None, (27.0, 30.0, False, None)),  # asked beyond a resync: the resync is a full look
+    # the end of a health window minutes on: the resyncs until then stay cheap, the moment is kept as due
+    (None, timedelta(minutes=5), (27.0, 30.0, True, 300.0)),
+    (timedelta(seconds=10), timedelta(seconds=4), (4.0, 4.0, False, 4.0)),  # due first: a full look then
 ])
-def test_a_look_the_plan_asks_for_beyond_a_resync_leaves_the_resyncs_before_it_cheap(monkeypatch, asked, expected):
+def test_a_moment_the_plan_names_as_due_leaves_the_resyncs_before_it_cheap(monkeypatch, asked, due, expected):
     from streamapp_operator import scheduler
     from streamapp_operator.decide.world import Plan
     from streamapp_operator.reconcile import Outcome
 
-    monkeypatch.setattr(scheduler, "reconcile", lambda *args, **kwargs: Outcome(Plan(status={}, requeue=asked)))
+    monkeypatch.setattr(scheduler, "reconcile", lambda *args, **kwargs: Outcome(Plan(status={}, requeue=asked, due=due)))
 
-    async def scenario() -> tuple[float, float, bool, float | None]:
+    async def scenario() -> tuple[float, bool, float | None]:
         reconciler = Reconciler(Settings(default_image="runtime"), resync=30)
         reconciler.kube, reconciler.caches, reconciler.pool = object(), Caches(), ThreadPoolExecutor(1)
         try:
@@ -249,9 +251,9 @@ def test_a_look_the_plan_asks_for_beyond_a_resync_leaves_the_resyncs_before_it_c
         finally:
             await reconciler.close()
 
-    low, high, periodic, due = expected
+    low, high, periodic, due_in = expected
     left, got_periodic, got_due = asyncio.run(scenario())
-    assert low - 0.1 <= left <= high and got_periodic is periodic and got_due == due
+    assert low - 0.1 <= left <= high and got_periodic is periodic and got_due == due_in
 
 
 @pytest.mark.parametrize(("due_in", "expected"), [

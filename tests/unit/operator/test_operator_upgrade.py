@@ -141,7 +141,8 @@ def test_the_changed_spec_becomes_stable_after_the_health_window():
     status = ready_since(watched(NOW), NOW + MIN)
     early = plan(world(status=status, applied=new, **NEW), SETTINGS, Memory(), NOW + 5 * MIN)
     assert early.status["upgrade"]["lastStableGeneration"] == 1 and "watching" in early.status["upgrade"]
-    assert early.requeue == MIN + SEC  # judged when the window ends, not at the next resync
+    # judged when the window ends, not at the next resync; the resyncs before it need read nothing
+    assert early.due == MIN + SEC and early.requeue is None
     p = plan(world(status=status, applied=new, **NEW), SETTINGS, Memory(), NOW + 6 * MIN + SEC)
     assert p.status["upgrade"]["lastStableGeneration"] == 2 and "watching" not in p.status["upgrade"]
     assert stable_spec(p.status).image == "runtime:2"
