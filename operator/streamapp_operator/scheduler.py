@@ -13,7 +13,9 @@ after each; driver metrics read in the background, never inside a reconcile.
   down), else after the resync interval. The resync is this requeue rather than a kopf timer, because
   kopf timers put a finalizer on every app and deleting an app must never wait for the operator. A
   moment the plan names as due (the end of a change's health window, minutes on) gets a full look, and
-  the resyncs before it may stay cheap.
+  the resyncs before it may stay cheap. A reconcile stands for every look asked for before it began:
+  the next look is what its own plan asks, not an earlier plan's (a backoff long over would otherwise
+  still bring a full look).
 - **The periodic look is cheap**: it reads the app's partition counts (from the per-cluster cache, no
   API request) and reconciles only when they differ from what the last reconcile saw; changes of the
   app and its driver pod come as watch events anyway. A full reconcile still comes at least every
@@ -163,6 +165,9 @@ class Reconciler:
         finally:
             app.waiting = False
         try:
+            if app.timer is not None:  # this reconcile reads afresh: it stands for every look asked for before it
+                app.timer.cancel()
+                app.timer = None
             self._start()
             loop = asyncio.get_running_loop()
             began = loop.time()

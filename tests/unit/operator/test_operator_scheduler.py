@@ -273,3 +273,27 @@ def test_after_a_cheap_look_the_next_is_the_plans_if_it_is_due_first(due_in, exp
 
     periodic, left = asyncio.run(scenario())
     assert periodic is expected and (left <= 30 if expected else abs(left - due_in) < 0.5)
+
+
+def test_a_reconcile_replaces_the_looks_asked_for_before_it_with_its_own_plans(monkeypatch):
+    """A backoff's full look asked for by an earlier plan, then a reconcile (a pod event) whose plan asks
+    for nothing: the next look is the cheap periodic one, not the earlier plan's full look."""
+    from streamapp_operator import scheduler
+    from streamapp_operator.decide.world import Plan
+    from streamapp_operator.reconcile import Outcome
+
+    monkeypatch.setattr(scheduler, "reconcile", lambda *args, **kwargs: Outcome(Plan(status={})))
+
+    async def scenario() -> tuple[float, bool]:
+        reconciler = Reconciler(Settings(default_image="runtime"), resync=30)
+        reconciler.kube, reconciler.caches, reconciler.pool = object(), Caches(), ThreadPoolExecutor(1)
+        app = reconciler.apps[KEY] = _App()
+        reconciler.requeue(*KEY, 2.0)  # an earlier plan's backoff
+        try:
+            await reconciler.run(*KEY)
+            return app.timer.when() - asyncio.get_running_loop().time(), app.periodic
+        finally:
+            await reconciler.close()
+
+    left, periodic = asyncio.run(scenario())
+    assert left > 20 and periodic
